@@ -1,0 +1,19 @@
+// The `crest` operator CLI is a set of command groups; each group adds its
+// subcommands to the app and, when one is chosen, sets the action to run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace crest::cli {
+
+// Runs the chosen command after parsing; returns the process exit code.
+using Action = std::function<int()>;
+
+// `crest node info|tune|restore|start|stop|bench --agent ADDR ...` (one agent).
+void AddNodeCommands(CLI::App& crest, Action* action);
+
+// `crest campaign submit|list|status|watch|cancel|report --controller ADDR ...`.
+void AddCampaignCommands(CLI::App& crest, Action* action);
+
+}  // namespace crest::cli

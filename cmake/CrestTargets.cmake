@@ -1,0 +1,41 @@
+# Helpers that give every Crest target the same warnings and layout.
+# Warnings apply to Crest's own targets only, never to generated code or packages.
+
+set(CREST_WARNINGS -Wall -Wextra -Wpedantic)
+if(CREST_WERROR)
+  list(APPEND CREST_WARNINGS -Werror)
+endif()
+
+# crest_library(NAME SOURCES... [DEPS targets...])
+function(crest_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# crest_binary(NAME SOURCES... [DEPS targets...]): a thin main.
+function(crest_binary name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+endfunction()
+
+# crest_test(NAME SOURCES... [DEPS targets...] [LABELS labels...])
+# A GoogleTest binary; every TEST becomes its own ctest entry.
+function(crest_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} crest_testing GTest::gmock GTest::gtest_main)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  gtest_discover_tests(${name}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${ARG_LABELS}"
+               ENVIRONMENT "CREST_BIN_DIR=${CMAKE_BINARY_DIR}/bin;CREST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

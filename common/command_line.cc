@@ -1,0 +1,45 @@
+#include "common/command_line.h"
+
+#include <iostream>
+
+namespace crest {
+
+void AddTlsFlags(CLI::App& app, TlsOptions& tls) {
+  app.add_option("--tls-cert", tls.cert_file, "PEM certificate of this endpoint (mutual TLS)")
+      ->group("Security");
+  app.add_option("--tls-key", tls.key_file, "PEM private key of --tls-cert")->group("Security");
+  app.add_option("--tls-ca", tls.ca_file, "PEM CA bundle that peers' certificates must chain to")
+      ->group("Security");
+  app.add_flag("--insecure", tls.insecure, "Plaintext gRPC (loopback and testing only)")
+      ->group("Security");
+}
+
+std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    for (char& c : what) {
+      if (c == '\n') c = ' ';
+    }
+    std::cerr << app.get_name() << ": " << what << " (see --help)\n";
+    return 2;
+  }
+  return std::nullopt;
+}
+
+int FailWithMessage(const CLI::App& app, std::string_view message) {
+  std::cerr << app.get_name() << ": " << message << "\n";
+  return 1;
+}
+
+}  // namespace crest

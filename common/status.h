@@ -1,0 +1,43 @@
+// Status helpers Abseil 20220623 lacks: early-return macros and the
+// absl::Status <-> grpc::Status mapping used at every gRPC edge.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#define CREST_STATUS_CONCAT_INNER_(a, b) a##b
+#define CREST_STATUS_CONCAT_(a, b) CREST_STATUS_CONCAT_INNER_(a, b)
+
+// Returns from the current function if `expr` (an absl::Status) is not OK.
+#define CREST_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status crest_status_ = (expr);         \
+    if (!crest_status_.ok()) return crest_status_; \
+  } while (false)
+
+// `lhs = value of expr` when expr (an absl::StatusOr) is OK, else returns its status.
+#define CREST_ASSIGN_OR_RETURN(lhs, expr) \
+  CREST_ASSIGN_OR_RETURN_IMPL_(CREST_STATUS_CONCAT_(crest_statusor_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): `lhs` may be a declaration.
+#define CREST_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                 \
+  if (!tmp.ok()) return std::move(tmp).status();     \
+  lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)
+
+namespace crest {
+
+// The codes are numerically equal in both libraries; messages are kept.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Prefixes the message with context, keeping the code: "loading x: <msg>".
+absl::Status Annotate(const absl::Status& status, absl::string_view context);
+
+}  // namespace crest
