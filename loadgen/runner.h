@@ -1,0 +1,69 @@
+// The crest-bench load generator as a library: drives an inference server the
+// way MindIE's `benchmark` client test does and measures what tuning optimises.
+// Used in-process by crest-agent for local runs and by the crest-bench binary.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "crest/v1/benchmark.pb.h"
+
+namespace crest::loadgen {
+
+// The server under test.
+struct Target {
+  std::string base_url;        // business endpoint, e.g. "http://127.0.0.1:1025" or "https://..."
+  std::string management_url;  // optional; when set, /v2/health/ready must answer 200 first
+  std::string ca_file;         // https: CA bundle to verify the server with
+  bool insecure_skip_verify = false;
+  std::string client_cert_file;  // optional client certificate for https
+  std::string client_key_file;
+};
+
+struct RunOptions {
+  crest::v1::BenchmarkSpec spec;
+  Target target;
+  // Prompts file, already resolved (see ResolveDatasetPath); unused for SYNTHETIC.
+  std::string dataset_path;
+  // CPUs the load generator's threads may run on; empty: no affinity set.
+  std::vector<uint32_t> cpus;
+};
+
+// One measured request (the --csv record).
+struct RequestRecord {
+  uint64_t index = 0;
+  absl::Time sent;
+  double first_token_ms = 0;  // 0 when no token arrived
+  double e2e_ms = 0;
+  uint32_t input_tokens = 0;
+  uint32_t output_tokens = 0;
+  bool ok = false;
+  std::string failure;  // reason when !ok, e.g. "http_503", "timeout", "reset"
+  int http_status = 0;
+};
+
+struct RunOutput {
+  crest::v1::BenchmarkResult result;
+  std::vector<RequestRecord> requests;
+};
+
+// Called from the runner's own thread about twice a second.
+using ProgressCallback = std::function<void(const crest::v1::BenchmarkProgress&)>;
+
+// Runs the benchmark to completion. Returns CANCELLED (and stops promptly,
+// aborting requests in flight) once *cancel becomes true; INVALID_ARGUMENT for a
+// bad spec; failed requests are counted in the result, never an error.
+absl::StatusOr<RunOutput> RunBenchmark(const RunOptions& options,
+                                       const ProgressCallback& on_progress,
+                                       const std::atomic<bool>* cancel);
+
+// --DatasetPath semantics: a directory holding test.jsonl (as MindIE's tool
+// takes GSM8K), or the file itself.
+absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path);
+
+}  // namespace crest::loadgen
