@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "crest/v1/benchmark.pb.h"
 
 namespace crest::loadgen {
@@ -45,6 +46,13 @@ struct RequestRecord {
   bool ok = false;
   std::string failure;  // reason when !ok, e.g. "http_503", "timeout", "reset"
   int http_status = 0;
+  // Added by issue 5 (additive): the per-request inputs of DecodeTime and of
+  // the token-count provenance.
+  double decode_avg_ms = 0;           // mean gap between consecutive tokens; 0 if < 2 tokens
+  std::vector<float> decode_gaps_ms;  // every inter-token gap, in arrival order
+  uint32_t token_events = 0;          // SSE events that carried a token
+  bool usage_reported = false;        // the server sent usage/details token counts
+  bool token_count_mismatch = false;  // usage disagreed with the counted events (usage wins)
 };
 
 struct RunOutput {

@@ -1,0 +1,277 @@
+#include "agent/agent_config.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "yaml-cpp/yaml.h"
+
+#include "agent/config_json_editor.h"
+#include "common/file_util.h"
+#include "common/status.h"
+
+namespace crest::agent {
+namespace {
+
+std::string Resolve(const std::string& base, const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  return (std::filesystem::path(base) / path).lexically_normal().string();
+}
+
+absl::Status CheckKeys(const YAML::Node& node, const std::string& where,
+                       const std::set<std::string>& allowed) {
+  if (!node.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    if (allowed.count(key) == 0) {
+      std::string list;
+      for (const std::string& a : allowed) absl::StrAppend(&list, list.empty() ? "" : ", ", a);
+      return absl::InvalidArgumentError(
+          absl::StrCat(where.empty() ? "" : where + ".", key, ": unknown key (expected one of ",
+                       list, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Get(const YAML::Node& parent, const char* key, const std::string& where, T* out) {
+  YAML::Node n = parent[key];
+  if (!n) return absl::OkStatus();
+  try {
+    *out = n.as<T>();
+  } catch (const YAML::Exception&) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ".", key, ": cannot read \"", YAML::Dump(n), "\" as the expected type"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
+                        const std::string& exe_dir, AgentConfig* config) {
+  CREST_RETURN_IF_ERROR(CheckKeys(root, "", {"daemon", "sim", "limits", "labels"}));
+  config->log_file = state_dir + "/daemon.log";
+  if (YAML::Node d = root["daemon"]) {
+    CREST_RETURN_IF_ERROR(CheckKeys(d, "daemon",
+                                    {"binary", "args", "install_dir", "config_json", "env",
+                                     "start_timeout_s", "stop_grace_s", "log_file",
+                                     "log_max_bytes", "log_files", "ca_file", "backend"}));
+    config->use_builtin_sim = false;
+    config->backend = "mindie";
+    CREST_RETURN_IF_ERROR(Get(d, "backend", "daemon", &config->backend));
+    CREST_RETURN_IF_ERROR(Get(d, "install_dir", "daemon", &config->install_dir));
+    CREST_RETURN_IF_ERROR(Get(d, "binary", "daemon", &config->binary));
+    CREST_RETURN_IF_ERROR(Get(d, "args", "daemon", &config->args));
+    CREST_RETURN_IF_ERROR(Get(d, "config_json", "daemon", &config->config_json));
+    CREST_RETURN_IF_ERROR(Get(d, "env", "daemon", &config->env));
+    double start_s = absl::ToDoubleSeconds(config->start_timeout);
+    double grace_s = absl::ToDoubleSeconds(config->stop_grace);
+    CREST_RETURN_IF_ERROR(Get(d, "start_timeout_s", "daemon", &start_s));
+    CREST_RETURN_IF_ERROR(Get(d, "stop_grace_s", "daemon", &grace_s));
+    CREST_RETURN_IF_ERROR(Get(d, "log_file", "daemon", &config->log_file));
+    CREST_RETURN_IF_ERROR(Get(d, "log_max_bytes", "daemon", &config->log_max_bytes));
+    CREST_RETURN_IF_ERROR(Get(d, "log_files", "daemon", &config->log_files));
+    CREST_RETURN_IF_ERROR(Get(d, "ca_file", "daemon", &config->ca_file));
+    if (config->binary.empty()) {
+      return absl::InvalidArgumentError("daemon.binary: required when a daemon section is given");
+    }
+    if (config->install_dir.empty()) {
+      config->install_dir = std::filesystem::path(Resolve(exe_dir, config->binary))
+                                .parent_path()
+                                .string();
+    }
+    if (config->install_dir[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("daemon.install_dir: \"", config->install_dir, "\" must be absolute"));
+    }
+    config->binary = Resolve(config->install_dir, config->binary);
+    if (config->config_json.empty()) {
+      if (const char* env = std::getenv("MIES_CONFIG_JSON_PATH"); env != nullptr && *env) {
+        config->config_json = env;
+      } else {
+        config->config_json = "conf/config.json";
+      }
+    }
+    config->config_json = Resolve(config->install_dir, config->config_json);
+    config->log_file = Resolve(state_dir, config->log_file);
+    if (!(start_s > 0) || start_s > 24 * 3600) {
+      return absl::InvalidArgumentError("daemon.start_timeout_s: expected (0, 86400] seconds");
+    }
+    if (grace_s < 0 || grace_s > 3600) {
+      return absl::InvalidArgumentError("daemon.stop_grace_s: expected [0, 3600] seconds");
+    }
+    config->start_timeout = absl::Seconds(start_s);
+    config->stop_grace = absl::Seconds(grace_s);
+    if (config->log_files < 1 || config->log_files > 100) {
+      return absl::InvalidArgumentError("daemon.log_files: expected [1, 100]");
+    }
+    if (config->log_max_bytes < 4096) {
+      return absl::InvalidArgumentError("daemon.log_max_bytes: expected at least 4096");
+    }
+  }
+  if (YAML::Node s = root["sim"]) {
+    CREST_RETURN_IF_ERROR(CheckKeys(s, "sim",
+                                    {"port", "management_port", "metrics_port", "model",
+                                     "profile", "time_scale", "seed", "args"}));
+    SimOptions& sim = config->sim;
+    CREST_RETURN_IF_ERROR(Get(s, "port", "sim", &sim.port));
+    CREST_RETURN_IF_ERROR(Get(s, "management_port", "sim", &sim.management_port));
+    CREST_RETURN_IF_ERROR(Get(s, "metrics_port", "sim", &sim.metrics_port));
+    CREST_RETURN_IF_ERROR(Get(s, "model", "sim", &sim.model));
+    CREST_RETURN_IF_ERROR(Get(s, "profile", "sim", &sim.profile));
+    CREST_RETURN_IF_ERROR(Get(s, "time_scale", "sim", &sim.time_scale));
+    CREST_RETURN_IF_ERROR(Get(s, "args", "sim", &sim.args));
+    if (s["seed"]) {
+      uint64_t seed = 0;
+      CREST_RETURN_IF_ERROR(Get(s, "seed", "sim", &seed));
+      sim.seed = seed;
+    }
+    for (int p : {sim.port, sim.management_port, sim.metrics_port}) {
+      if (p < 0 || p > 65535) return absl::InvalidArgumentError("sim: ports must be in [0, 65535]");
+    }
+    if (sim.time_scale < 0) return absl::InvalidArgumentError("sim.time_scale: expected >= 0");
+  }
+  if (config->use_builtin_sim) {
+    config->binary = exe_dir + "/mindie-sim";
+    config->install_dir = state_dir + "/sim";
+    config->config_json = config->install_dir + "/conf/config.json";
+    config->args = {"--config", config->config_json};
+    const SimOptions& sim = config->sim;
+    if (!sim.profile.empty()) {
+      config->args.insert(config->args.end(), {"--profile", sim.profile});
+    }
+    if (sim.time_scale > 0) {
+      config->args.insert(config->args.end(), {"--time-scale", absl::StrCat(sim.time_scale)});
+    }
+    if (sim.seed) config->args.insert(config->args.end(), {"--seed", absl::StrCat(*sim.seed)});
+    config->args.insert(config->args.end(), sim.args.begin(), sim.args.end());
+    config->start_timeout = absl::Seconds(120);
+    config->stop_grace = absl::Seconds(10);
+  }
+  config->limits = DefaultParamLimits();
+  if (YAML::Node l = root["limits"]) {
+    std::set<std::string> keys;
+    for (const ParamLimit& p : config->limits) keys.insert(p.key);
+    CREST_RETURN_IF_ERROR(CheckKeys(l, "limits", keys));
+    for (ParamLimit& p : config->limits) {
+      YAML::Node n = l[p.key];
+      if (!n) continue;
+      std::string where = "limits." + p.key;
+      if (p.is_bool) return absl::InvalidArgumentError(where + ": a boolean has no range");
+      CREST_RETURN_IF_ERROR(CheckKeys(n, where, {"min", "max"}));
+      int64_t lo = p.min;
+      int64_t hi = p.max;
+      CREST_RETURN_IF_ERROR(Get(n, "min", where, &lo));
+      CREST_RETURN_IF_ERROR(Get(n, "max", where, &hi));
+      if (lo < p.min || hi > p.max || lo > hi) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": [", lo, ", ", hi,
+                                                       "] must lie within [", p.min, ", ", p.max,
+                                                       "] and min <= max"));
+      }
+      p.min = lo;
+      p.max = hi;
+    }
+  }
+  CREST_RETURN_IF_ERROR(Get(root, "labels", "", &config->labels));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<ParamLimit>& DefaultParamLimits() {
+  // MindIE's documented ranges (mindie-facts: maxBatchSize [1, 819200], the
+  // select-batch times are milliseconds per request).
+  static const auto* const kLimits = new std::vector<ParamLimit>{
+      {"maxBatchSize", false, 1, 819200},      {"maxPrefillBatchSize", false, 1, 819200},
+      {"maxPrefillTokens", false, 1, 1048576}, {"supportSelectBatch", true, 0, 1},
+      {"prefillTimeMsPerReq", false, 0, 1000}, {"decodeTimeMsPerReq", false, 0, 1000},
+  };
+  return *kLimits;
+}
+
+const ParamLimit* AgentConfig::FindLimit(const std::string& key) const {
+  for (const ParamLimit& p : limits) {
+    if (p.key == key) return &p;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<AgentConfig> ParseAgentConfig(const std::string& yaml, const std::string& state_dir,
+                                             const std::string& exe_dir) {
+  AgentConfig config;
+  try {
+    YAML::Node root = YAML::Load(yaml);
+    if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    CREST_RETURN_IF_ERROR(ParseInner(root, state_dir, exe_dir, &config));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("agent config: ", e.what()));
+  }
+  return config;
+}
+
+absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, const std::string& state_dir,
+                                            const std::string& exe_dir) {
+  std::string text;
+  if (!path.empty()) {
+    CREST_ASSIGN_OR_RETURN(text, ReadFileToString(path));
+  }
+  auto config = ParseAgentConfig(text, state_dir, exe_dir);
+  if (!config.ok() && !path.empty()) return Annotate(config.status(), path);
+  return config;
+}
+
+absl::StatusOr<int> PickFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(fd);
+    return absl::InternalError(absl::StrCat("bind: ", std::strerror(err)));
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& template_path) {
+  if (::access(config.config_json.c_str(), F_OK) == 0) return absl::OkStatus();
+  auto text = ReadFileToString(template_path);
+  if (!text.ok()) {
+    return Annotate(text.status(), "reading the simulator's config.json template");
+  }
+  const SimOptions& sim = config.sim;
+  std::vector<JsonEdit> edits;
+  auto port = [&](int configured, const char* key) -> absl::Status {
+    int p = configured;
+    if (p == 0) {
+      CREST_ASSIGN_OR_RETURN(p, PickFreePort());
+    }
+    edits.push_back({{"ServerConfig", key}, absl::StrCat(p)});
+    return absl::OkStatus();
+  };
+  CREST_RETURN_IF_ERROR(port(sim.port, "port"));
+  CREST_RETURN_IF_ERROR(port(sim.management_port, "managementPort"));
+  CREST_RETURN_IF_ERROR(port(sim.metrics_port, "metricsPort"));
+  edits.push_back({{"ServerConfig", "httpsEnabled"}, "false"});
+  if (!sim.model.empty()) {
+    edits.push_back({{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "modelName"},
+                     nlohmann::json(sim.model).dump()});
+  }
+  CREST_ASSIGN_OR_RETURN(std::string edited, ApplyJsonEdits(*text, edits));
+  CREST_RETURN_IF_ERROR(MakeDirectories(config.install_dir + "/conf"));
+  return WriteFileAtomically(config.config_json, edited, 0640);
+}
+
+}  // namespace crest::agent

@@ -1,0 +1,303 @@
+#include "agent/config_json_editor.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+#include "common/file_util.h"
+#include "common/status.h"
+
+namespace crest::agent {
+namespace {
+
+// Where a path's value lies in the text, or where it would be inserted.
+struct Location {
+  bool found = false;
+  size_t begin = 0;  // value span when found
+  size_t end = 0;
+  bool parent_found = false;
+  size_t parent_close = 0;         // index of the parent object's '}'
+  bool parent_empty = true;
+  size_t last_member_end = 0;      // just after the parent's last value
+  std::string member_separator;    // whitespace before the parent's last key
+  std::string key_value_separator = ": ";
+};
+
+// A scanner over text already validated as JSON; it only skips and matches.
+class Scanner {
+ public:
+  explicit Scanner(const std::string& text) : t_(text) {}
+
+  void SkipWs() {
+    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) {
+      ++i_;
+    }
+  }
+  // At '"': returns the raw contents and moves past the closing quote.
+  std::string String() {
+    size_t start = ++i_;
+    while (i_ < t_.size() && t_[i_] != '"') {
+      if (t_[i_] == '\\') ++i_;
+      ++i_;
+    }
+    std::string raw = t_.substr(start, i_ - start);
+    ++i_;
+    return raw;
+  }
+  void Value() {
+    SkipWs();
+    if (i_ >= t_.size()) return;
+    char c = t_[i_];
+    if (c == '"') {
+      String();
+    } else if (c == '{' || c == '[') {
+      char close = c == '{' ? '}' : ']';
+      ++i_;
+      SkipWs();
+      if (i_ < t_.size() && t_[i_] == close) {
+        ++i_;
+        return;
+      }
+      while (i_ < t_.size()) {
+        if (c == '{') {
+          SkipWs();
+          String();
+          SkipWs();
+          ++i_;  // ':'
+        }
+        Value();
+        SkipWs();
+        if (i_ < t_.size() && t_[i_] == ',') {
+          ++i_;
+          continue;
+        }
+        ++i_;  // close
+        return;
+      }
+    } else {
+      static constexpr absl::string_view kEnd = ",}] \t\r\n";
+      while (i_ < t_.size() && kEnd.find(t_[i_]) == absl::string_view::npos) {
+        ++i_;
+      }
+    }
+  }
+
+  // From a value start, follows `path` from `depth`.
+  void Find(const std::vector<std::string>& path, size_t depth, Location* loc) {
+    SkipWs();
+    if (depth == path.size()) {
+      loc->found = true;
+      loc->begin = i_;
+      Value();
+      loc->end = i_;
+      return;
+    }
+    if (i_ < t_.size() && t_[i_] == '[' && absl::StartsWith(path[depth], "[")) {
+      // "[N]": the N-th element of an array.
+      size_t index = 0;
+      if (!absl::SimpleAtoi(absl::string_view(path[depth]).substr(1, path[depth].size() - 2),
+                            &index)) {
+        return;
+      }
+      ++i_;
+      for (size_t k = 0;; ++k) {
+        SkipWs();
+        if (i_ >= t_.size() || t_[i_] == ']') return;
+        if (k == index) {
+          Find(path, depth + 1, loc);
+          return;
+        }
+        Value();
+        SkipWs();
+        if (i_ < t_.size() && t_[i_] == ',') ++i_;
+      }
+    }
+    if (i_ >= t_.size() || t_[i_] != '{') return;
+    ++i_;
+    bool is_parent = depth + 1 == path.size();
+    bool empty = true;
+    while (true) {
+      size_t before_ws = i_;
+      SkipWs();
+      if (i_ >= t_.size()) return;
+      if (t_[i_] == '}') {
+        if (is_parent) {
+          loc->parent_found = true;
+          loc->parent_close = i_;
+          loc->parent_empty = empty;
+        }
+        return;
+      }
+      std::string member_ws = t_.substr(before_ws, i_ - before_ws);
+      std::string key = String();
+      size_t after_key = i_;
+      SkipWs();
+      ++i_;  // ':'
+      SkipWs();
+      if (is_parent) {
+        loc->member_separator = member_ws;
+        loc->key_value_separator = t_.substr(after_key, i_ - after_key);
+      }
+      empty = false;
+      if (key == path[depth]) {
+        Find(path, depth + 1, loc);
+        return;
+      }
+      Value();
+      if (is_parent) loc->last_member_end = i_;
+      SkipWs();
+      if (i_ < t_.size() && t_[i_] == ',') ++i_;
+    }
+  }
+
+ private:
+  const std::string& t_;
+  size_t i_ = 0;
+};
+
+absl::StatusOr<std::string> ApplyOne(const std::string& text, const JsonEdit& edit) {
+  if (edit.path.empty()) return absl::InvalidArgumentError("empty JSON path");
+  Location loc;
+  Scanner(text).Find(edit.path, 0, &loc);
+  std::string dotted = absl::StrJoin(edit.path, ".");
+  if (loc.found) {
+    return absl::StrCat(text.substr(0, loc.begin), edit.literal, text.substr(loc.end));
+  }
+  if (!loc.parent_found) {
+    return absl::NotFoundError(absl::StrCat("config.json has no object for ", dotted));
+  }
+  std::string member = absl::StrCat("\"", edit.path.back(), "\"", loc.key_value_separator,
+                                    edit.literal);
+  if (loc.parent_empty) {
+    return absl::StrCat(text.substr(0, loc.parent_close), member, text.substr(loc.parent_close));
+  }
+  return absl::StrCat(text.substr(0, loc.last_member_end), ",", loc.member_separator, member,
+                      text.substr(loc.last_member_end));
+}
+
+absl::Status Validate(const std::string& text) {
+  try {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    if (!j.is_object()) return absl::InvalidArgumentError("config.json: top level is not an object");
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json is not valid JSON: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ApplyJsonEdits(const std::string& text,
+                                           const std::vector<JsonEdit>& edits) {
+  CREST_RETURN_IF_ERROR(Validate(text));
+  std::string out = text;
+  for (const JsonEdit& edit : edits) {
+    CREST_ASSIGN_OR_RETURN(out, ApplyOne(out, edit));
+  }
+  // The result must still parse: a bad literal never reaches the disk.
+  absl::Status check = Validate(out);
+  if (!check.ok()) return absl::InternalError(absl::StrCat("edit broke config.json: ", check.message()));
+  return out;
+}
+
+std::string MindieConfigView::BusinessUrl() const {
+  return absl::StrCat(https_enabled ? "https://" : "http://", ip_address, ":", port);
+}
+
+std::string MindieConfigView::ManagementUrl() const {
+  return absl::StrCat(https_enabled ? "https://" : "http://", management_ip_address, ":",
+                      management_port);
+}
+
+absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
+  MindieConfigView view;
+  try {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    const auto& server = j.at("ServerConfig");
+    view.ip_address = server.value("ipAddress", view.ip_address);
+    view.management_ip_address = server.value("managementIpAddress", view.management_ip_address);
+    view.port = server.value("port", view.port);
+    view.management_port = server.value("managementPort", view.management_port);
+    view.metrics_port = server.value("metricsPort", view.metrics_port);
+    view.https_enabled = server.value("httpsEnabled", view.https_enabled);
+    const auto& backend = j.at("BackendConfig");
+    if (backend.contains("ModelDeployConfig")) {
+      const auto& deploy = backend["ModelDeployConfig"];
+      view.max_input_token_len = deploy.value("maxInputTokenLen", 0);
+      if (deploy.contains("ModelConfig") && deploy["ModelConfig"].is_array() &&
+          !deploy["ModelConfig"].empty()) {
+        view.model_name = deploy["ModelConfig"][0].value("modelName", "");
+      }
+    }
+    if (backend.contains("ScheduleConfig")) {
+      for (const auto& [k, v] : backend["ScheduleConfig"].items()) {
+        view.schedule.emplace_back(k, v.dump());
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json: ", e.what()));
+  }
+  return view;
+}
+
+ConfigJsonFile::ConfigJsonFile(std::string path, std::string state_dir)
+    : path_(std::move(path)), state_dir_(std::move(state_dir)) {}
+
+bool ConfigJsonFile::HasBackup() const { return ::access(backup_path().c_str(), F_OK) == 0; }
+
+absl::StatusOr<std::string> ConfigJsonFile::Original() const {
+  if (!HasBackup()) return ReadFileToString(path_);
+  CREST_ASSIGN_OR_RETURN(std::string text, ReadFileToString(backup_path()));
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (j.at("path").get<std::string>() != path_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(backup_path(), " is the backup of ", j.at("path").get<std::string>(),
+                       ", not of ", path_, " (restore or remove it by hand)"));
+    }
+    return j.at("original").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(absl::StrCat(backup_path(), ": ", e.what()));
+  }
+}
+
+absl::StatusOr<std::string> ConfigJsonFile::Apply(const std::vector<JsonEdit>& edits) {
+  CREST_ASSIGN_OR_RETURN(std::string original, Original());
+  CREST_ASSIGN_OR_RETURN(std::string edited, ApplyJsonEdits(original, edits));
+  struct stat st {};
+  int mode = 0640;
+  if (::stat(path_.c_str(), &st) == 0) mode = static_cast<int>(st.st_mode & 07777);
+  if (!HasBackup()) {
+    nlohmann::json backup = {{"path", path_}, {"original", original}, {"mode", mode}};
+    CREST_RETURN_IF_ERROR(MakeDirectories(state_dir_));
+    CREST_RETURN_IF_ERROR(WriteFileAtomically(backup_path(), backup.dump() + "\n", 0600));
+  }
+  CREST_RETURN_IF_ERROR(WriteFileAtomically(path_, edited, mode));
+  return edited;
+}
+
+absl::Status ConfigJsonFile::Restore() {
+  if (!HasBackup()) return absl::OkStatus();
+  CREST_ASSIGN_OR_RETURN(std::string original, Original());
+  int mode = 0640;
+  auto raw = ReadFileToString(backup_path());
+  if (raw.ok()) {
+    nlohmann::json j = nlohmann::json::parse(*raw, nullptr, false);
+    if (j.is_object() && j.contains("mode") && j["mode"].is_number_integer()) mode = j["mode"];
+  }
+  CREST_RETURN_IF_ERROR(WriteFileAtomically(path_, original, mode));
+  std::error_code ec;
+  std::filesystem::remove(backup_path(), ec);
+  if (ec) return absl::InternalError(absl::StrCat("removing ", backup_path(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace crest::agent

@@ -1,0 +1,152 @@
+#include "agent/config_json_editor.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "common/file_util.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_ca.h"
+
+namespace crest::agent {
+namespace {
+
+using ::crest::testing::StatusIs;
+using ::testing::HasSubstr;
+
+std::string TestData(const std::string& name) {
+  const char* src = std::getenv("CREST_SOURCE_DIR");
+  std::string root = src != nullptr ? src : ".";
+  auto text = ReadFileToString(root + "/tests/agent/testdata/" + name);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+// CREST_UPDATE_GOLDEN=1 rewrites the expected files (then review the diff).
+void ExpectGolden(const std::string& actual, const std::string& name) {
+  if (std::getenv("CREST_UPDATE_GOLDEN") != nullptr) {
+    CREST_ASSERT_OK(WriteFileAtomically(
+        std::string(std::getenv("CREST_SOURCE_DIR")) + "/tests/agent/testdata/" + name, actual));
+    return;
+  }
+  EXPECT_EQ(actual, TestData(name));
+}
+
+std::vector<JsonEdit> TrialEdits() {
+  return {{{"BackendConfig", "ScheduleConfig", "maxBatchSize"}, "400"},
+          {{"BackendConfig", "ScheduleConfig", "supportSelectBatch"}, "true"},
+          {{"BackendConfig", "ScheduleConfig", "prefillTimeMsPerReq"}, "600"},
+          // Absent in the file: appended like its neighbours.
+          {{"BackendConfig", "ScheduleConfig", "decodeTimeMsPerReq"}, "50"}};
+}
+
+TEST(ApplyJsonEditsTest, GoldenMindieStyleFile) {
+  auto out = ApplyJsonEdits(TestData("config_in.json"), TrialEdits());
+  CREST_ASSERT_OK(out);
+  ExpectGolden(*out, "config_expected.json");
+}
+
+TEST(ApplyJsonEditsTest, GoldenCompactFile) {
+  auto out = ApplyJsonEdits(TestData("compact_in.json"), TrialEdits());
+  CREST_ASSERT_OK(out);
+  ExpectGolden(*out, "compact_expected.json");
+}
+
+TEST(ApplyJsonEditsTest, NoEditsKeepsTheTextExactly) {
+  std::string in = TestData("config_in.json");
+  auto out = ApplyJsonEdits(in, {});
+  CREST_ASSERT_OK(out);
+  EXPECT_EQ(*out, in);
+}
+
+TEST(ApplyJsonEditsTest, ArrayIndexAndStringValues) {
+  auto out = ApplyJsonEdits(
+      TestData("config_in.json"),
+      {{{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "modelName"}, "\"LLaMa3-8B\""},
+       {{"ServerConfig", "port"}, "31025"}});
+  CREST_ASSERT_OK(out);
+  auto view = ParseMindieConfig(*out);
+  CREST_ASSERT_OK(view);
+  EXPECT_EQ(view->model_name, "LLaMa3-8B");
+  EXPECT_EQ(view->port, 31025);
+  EXPECT_EQ(view->BusinessUrl(), "http://127.0.0.1:31025");
+  EXPECT_EQ(view->ManagementUrl(), "http://127.0.0.2:1026");
+  // A key that only looks like the target inside a string is not touched.
+  EXPECT_THAT(*out, HasSubstr("\"x\\\"y\""));
+}
+
+TEST(ApplyJsonEditsTest, Errors) {
+  EXPECT_THAT(ApplyJsonEdits("{\"a\": ", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not valid JSON")));
+  EXPECT_THAT(ApplyJsonEdits("{}", {{{"BackendConfig", "ScheduleConfig", "maxBatchSize"}, "1"}}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("BackendConfig.ScheduleConfig")));
+  EXPECT_THAT(ApplyJsonEdits("{\"a\": 1}", {{{"a"}, "not json"}}),
+              StatusIs(absl::StatusCode::kInternal));
+}
+
+TEST(ParseMindieConfigTest, ReadsServerAndSchedule) {
+  auto view = ParseMindieConfig(TestData("config_in.json"));
+  CREST_ASSERT_OK(view);
+  EXPECT_FALSE(view->https_enabled);
+  EXPECT_EQ(view->metrics_port, 1027);
+  EXPECT_EQ(view->max_input_token_len, 2048);
+  EXPECT_EQ(view->model_name, "llama_65b");
+  ASSERT_FALSE(view->schedule.empty());
+  EXPECT_EQ(view->schedule[0].first, "templateType");
+}
+
+class ConfigJsonFileTest : public ::testing::Test {
+ protected:
+  crest::testing::TempDir dir_;
+  std::string path_ = dir_.File("config.json");
+  std::string state_ = dir_.File("state");
+};
+
+TEST_F(ConfigJsonFileTest, EveryApplyStartsFromTheOriginalAndRestorePutsItBack) {
+  std::string original = TestData("config_in.json");
+  CREST_ASSERT_OK(WriteFileAtomically(path_, original, 0640));
+  ConfigJsonFile file(path_, state_);
+  CREST_ASSERT_OK(file.Apply({{{"BackendConfig", "ScheduleConfig", "maxBatchSize"}, "300"}}));
+  EXPECT_TRUE(file.HasBackup());
+  CREST_ASSERT_OK(file.Apply({{{"BackendConfig", "ScheduleConfig", "maxPrefillTokens"}, "9000"}}));
+  auto view = ParseMindieConfig(*ReadFileToString(path_));
+  CREST_ASSERT_OK(view);
+  // The second apply edited the original, not the first apply's result.
+  EXPECT_THAT(view->schedule, ::testing::Contains(std::make_pair(std::string("maxBatchSize"),
+                                                                 std::string("200"))));
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  // A new instance (after a crash) finds the backup and restores.
+  ConfigJsonFile after_crash(path_, state_);
+  CREST_ASSERT_OK(after_crash.Restore());
+  EXPECT_EQ(*ReadFileToString(path_), original);
+  EXPECT_FALSE(after_crash.HasBackup());
+  CREST_EXPECT_OK(after_crash.Restore());  // nothing to do
+}
+
+TEST_F(ConfigJsonFileTest, FailedEditWritesNothing) {
+  std::string original = "{\"BackendConfig\": {}}";
+  CREST_ASSERT_OK(WriteFileAtomically(path_, original));
+  ConfigJsonFile file(path_, state_);
+  EXPECT_FALSE(file.Apply({{{"X", "y"}, "1"}}).ok());
+  EXPECT_EQ(*ReadFileToString(path_), original);
+  EXPECT_FALSE(file.HasBackup());
+}
+
+TEST_F(ConfigJsonFileTest, BackupOfAnotherFileIsRefused) {
+  CREST_ASSERT_OK(WriteFileAtomically(path_, "{\"a\": 1}"));
+  ConfigJsonFile file(path_, state_);
+  CREST_ASSERT_OK(file.Apply({{{"a"}, "2"}}));
+  std::string other = dir_.File("other.json");
+  CREST_ASSERT_OK(WriteFileAtomically(other, "{\"a\": 1}"));
+  ConfigJsonFile wrong(other, state_);
+  EXPECT_THAT(wrong.Apply({{{"a"}, "3"}}), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+}  // namespace
+}  // namespace crest::agent

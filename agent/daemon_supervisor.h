@@ -1,0 +1,115 @@
+// Runs the one serving daemon of this node (mindie-sim or the real
+// mindieservice_daemon) and reports its life cycle: start = write the
+// overrides into config.json (from the original), spawn the configured
+// binary in its own process group pinned to the requested CPUs, capture its
+// output to a rotating log, watch for `Daemon start success!`, the
+// `k_caches[0].shape=torch.Size([N, ...])` line, out-of-memory and config
+// errors, early exit and the start deadline, then wait for the management
+// /v2/health/ready endpoint. Stop = SIGTERM, grace, SIGKILL of the group,
+// reap, restore config.json. A crash after READY is noticed and reported.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "crest/v1/agent.pb.h"
+
+#include "agent/agent_config.h"
+#include "agent/config_json_editor.h"
+#include "agent/rotating_log.h"
+#include "common/clock.h"
+#include "common/subprocess.h"
+
+namespace crest::agent {
+
+struct StartParams {
+  std::vector<JsonEdit> edits;  // validated ScheduleConfig edits
+  std::vector<uint32_t> cpus;   // resolved pinning; empty: not pinned
+  bool replace_running = false;
+  std::optional<absl::Duration> start_timeout;  // capped by the config's
+  bool stream_log = false;
+};
+
+class DaemonSupervisor {
+ public:
+  using EventSink = std::function<void(const crest::v1::DaemonEvent&)>;
+  // Called after every state change (metrics, heartbeats); must not block.
+  using StateListener = std::function<void(const crest::v1::DaemonStatus&)>;
+
+  DaemonSupervisor(AgentConfig config, std::string state_dir, const Clock* clock);
+  // Stops a running daemon.
+  ~DaemonSupervisor();
+  DaemonSupervisor(const DaemonSupervisor&) = delete;
+  DaemonSupervisor& operator=(const DaemonSupervisor&) = delete;
+
+  void SetStateListener(StateListener listener);
+
+  // After a crash of the agent: kills a daemon a previous agent left running
+  // (recorded pid with the same start time) and restores config.json.
+  absl::Status RecoverAtStart();
+
+  // Blocks until the daemon is READY or has FAILED (both sent to `sink`), or
+  // `*cancel` turns true (the daemon is then stopped). Returns an error, with
+  // nothing sent, when the start is refused (one runs or starts already).
+  absl::Status Start(const StartParams& params, const EventSink& sink,
+                     const std::atomic<bool>* cancel);
+
+  // Stops the daemon (also one still starting). No daemon: was_running false.
+  crest::v1::StopDaemonReply Stop(std::optional<absl::Duration> grace);
+
+  crest::v1::DaemonStatus Status() const;
+  // The config.json values the running daemon uses (benchmark target).
+  absl::StatusOr<MindieConfigView> CurrentConfig() const;
+  std::vector<uint32_t> PinnedCpus() const;
+  const AgentConfig& config() const { return config_; }
+
+ private:
+  struct Run;  // one spawned daemon and what was seen of it
+
+  crest::v1::DaemonEvent NewEvent() const;
+  void Monitor(const std::shared_ptr<Run>& run);
+  void OnLine(Run& run, const std::string& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  crest::v1::StopDaemonReply StopLocked(absl::Duration grace) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  void SetState(crest::v1::DaemonState state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify();
+  crest::v1::DaemonFailed Fail(Run& run, crest::v1::DaemonFailure kind, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string pid_record_path() const { return state_dir_ + "/daemon-pid.json"; }
+  void WritePidRecord(pid_t pid);
+  void RemovePidRecord();
+
+  const AgentConfig config_;
+  const std::string state_dir_;
+  const Clock* const clock_;
+  ConfigJsonFile config_json_;
+
+  // Serialises Start and Stop; a Stop aborts a Start through abort_start_.
+  absl::Mutex op_mu_;
+  std::atomic<bool> abort_start_{false};
+
+  mutable absl::Mutex mu_;
+  crest::v1::DaemonState state_ ABSL_GUARDED_BY(mu_) = crest::v1::DAEMON_STOPPED;
+  std::shared_ptr<Run> run_ ABSL_GUARDED_BY(mu_);
+  absl::Time since_ ABSL_GUARDED_BY(mu_);
+  uint64_t restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<crest::v1::DaemonFailed> last_failure_ ABSL_GUARDED_BY(mu_);
+  std::vector<crest::v1::ConfigOverride> effective_ ABSL_GUARDED_BY(mu_);
+  std::optional<MindieConfigView> current_config_ ABSL_GUARDED_BY(mu_);
+  StateListener listener_ ABSL_GUARDED_BY(mu_);
+};
+
+// "...k_caches[0].shape=torch.Size([2176, 128, 8, 128])" -> 2176.
+std::optional<int64_t> ParseKCacheBlocks(const std::string& line);
+
+}  // namespace crest::agent

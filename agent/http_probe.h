@@ -1,0 +1,17 @@
+// One HTTP GET with libcurl, for the daemon's health endpoint.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace crest::agent {
+
+// Returns the HTTP status code of GET `url`, or UNAVAILABLE when no answer
+// came. https: verified against `ca_file`, unverified when it is empty (the
+// daemon is local; its own certificate is often self-signed).
+absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout,
+                                  const std::string& ca_file);
+
+}  // namespace crest::agent

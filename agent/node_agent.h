@@ -1,0 +1,92 @@
+// The node agent's logic behind the NodeAgent RPCs, free of gRPC: node info,
+// host tuning, daemon start/stop/status and local benchmarks, each argument
+// validated first. Long operations block the calling (worker) thread; the
+// gRPC layer (agent_service.h) runs them off its reactors.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "crest/v1/agent.pb.h"
+#include "crest/v1/benchmark.pb.h"
+
+#include "agent/agent_config.h"
+#include "agent/agent_metrics.h"
+#include "agent/daemon_supervisor.h"
+#include "agent/host_tuner.h"
+#include "common/clock.h"
+#include "loadgen/runner.h"
+
+namespace crest::agent {
+
+struct NodeAgentOptions {
+  std::string node_name;
+  std::string state_dir;
+  std::string sysfs_root = "/sys";
+  std::string datasets_dir;  // ShareDir()/datasets
+  std::map<std::string, std::string> labels;
+  std::string npu_smi;  // path of npu-smi, empty when absent
+};
+
+// Runs a benchmark: loadgen::RunBenchmark in production, a fake in tests.
+using BenchmarkRunner = std::function<absl::StatusOr<loadgen::RunOutput>(
+    const loadgen::RunOptions&, const loadgen::ProgressCallback&, const std::atomic<bool>*)>;
+
+class NodeAgent {
+ public:
+  NodeAgent(NodeAgentOptions options, AgentConfig config, const Clock* clock,
+            HostTuner::CpupowerRunner cpupower, BenchmarkRunner benchmark);
+  ~NodeAgent();
+
+  // Crash recovery: restores host tuning, config.json and kills a daemon a
+  // previous agent left behind. Called once before serving.
+  absl::Status Recover();
+  // At shutdown: stops the daemon, restores config.json and the host.
+  void Shutdown();
+
+  absl::StatusOr<crest::v1::NodeInfo> GetNodeInfo();
+  absl::StatusOr<crest::v1::HostTuningReply> ApplyHostTuning(
+      const crest::v1::ApplyHostTuningRequest& request);
+  absl::StatusOr<crest::v1::HostTuningReply> RestoreHostTuning();
+
+  // Validates a start request (nothing changes): overrides, pinning, timeout.
+  absl::StatusOr<StartParams> PrepareStart(const crest::v1::StartDaemonRequest& request);
+  absl::Status StartDaemon(const StartParams& params, const DaemonSupervisor::EventSink& sink,
+                           const std::atomic<bool>* cancel);
+  absl::StatusOr<crest::v1::StopDaemonReply> StopDaemon(const crest::v1::StopDaemonRequest& request);
+  crest::v1::DaemonStatus GetDaemonStatus() const;
+
+  // Validates a benchmark request against the running daemon.
+  absl::StatusOr<loadgen::RunOptions> PrepareBenchmark(const crest::v1::RunBenchmarkRequest& request);
+  // One benchmark at a time; FAILED_PRECONDITION while another runs.
+  absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(const loadgen::RunOptions& options,
+                                                          const loadgen::ProgressCallback& progress,
+                                                          const std::atomic<bool>* cancel);
+
+  AgentMetrics& metrics() { return metrics_; }
+  const AgentConfig& config() const { return config_; }
+  const std::string& node_name() const { return options_.node_name; }
+  // Set by the registrar to hear about daemon state changes (heartbeats).
+  void SetDaemonListener(DaemonSupervisor::StateListener listener);
+
+ private:
+  const NodeAgentOptions options_;
+  const AgentConfig config_;
+  HostTuner tuner_;
+  AgentMetrics metrics_;
+  BenchmarkRunner benchmark_;
+  std::atomic<bool> benchmark_running_{false};
+  absl::Mutex listener_mu_;
+  DaemonSupervisor::StateListener extra_listener_ ABSL_GUARDED_BY(listener_mu_);
+  DaemonSupervisor supervisor_;  // last: stopped first
+};
+
+// Parses `npu-smi info` (the overview table) into devices.
+std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text);
+
+}  // namespace crest::agent

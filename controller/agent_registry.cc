@@ -1,0 +1,163 @@
+#include "controller/agent_registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include "google/protobuf/util/time_util.h"
+
+namespace crest::controller {
+namespace {
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+
+}  // namespace
+
+AgentRegistry::AgentRegistry(const Clock* clock, RegistryOptions options)
+    : clock_(clock), options_(options) {}
+
+void AgentRegistry::SetOnChange(std::function<void()> cb) { on_change_ = std::move(cb); }
+
+void AgentRegistry::Changed() {
+  if (on_change_) on_change_();
+}
+
+void AgentRegistry::Touch(Entry* e) {
+  e->last_seen = clock_->Now();
+  *e->info.mutable_last_seen() = ToProto(e->last_seen);
+  if (e->info.state() != crest::v1::AGENT_READY) {
+    spdlog::info("agent {} at {} is ready", e->info.node_name(), e->info.address());
+  }
+  e->info.set_state(crest::v1::AGENT_READY);
+}
+
+void AgentRegistry::AddStatic(const std::string& name, const std::string& address) {
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& e = agents_[name];
+    e.info.set_node_name(name);
+    e.info.set_address(address);
+    e.info.set_static_(true);
+    // Lost until the first successful probe.
+    e.info.set_state(crest::v1::AGENT_LOST);
+    e.last_seen = absl::InfinitePast();
+  }
+  Changed();
+}
+
+void AgentRegistry::Register(const crest::v1::RegisterAgentRequest& request) {
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& e = agents_[request.node_name()];
+    e.info.set_node_name(request.node_name());
+    e.info.set_address(request.advertise_address());
+    e.info.mutable_labels()->clear();
+    for (const auto& [k, v] : request.labels()) (*e.info.mutable_labels())[k] = v;
+    Touch(&e);
+  }
+  Changed();
+}
+
+bool AgentRegistry::Heartbeat(const std::string& name) {
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = agents_.find(name);
+    if (it == agents_.end()) return false;
+    changed = it->second.info.state() != crest::v1::AGENT_READY;
+    Touch(&it->second);
+  }
+  if (changed) Changed();
+  return true;
+}
+
+void AgentRegistry::MarkSeen(const std::string& name,
+                             const std::map<std::string, std::string>* labels) {
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = agents_.find(name);
+    if (it == agents_.end()) return;
+    changed = it->second.info.state() != crest::v1::AGENT_READY;
+    if (labels != nullptr) {
+      for (const auto& [k, v] : *labels) (*it->second.info.mutable_labels())[k] = v;
+    }
+    Touch(&it->second);
+  }
+  if (changed) Changed();
+}
+
+void AgentRegistry::MarkLost(const std::string& name, const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = agents_.find(name);
+    if (it == agents_.end() || it->second.info.state() == crest::v1::AGENT_LOST) return;
+    it->second.info.set_state(crest::v1::AGENT_LOST);
+    // A lost agent must be heard from afresh before it counts as ready.
+    it->second.last_seen = std::min(it->second.last_seen, clock_->Now());
+    spdlog::warn("agent {} is lost: {}", name, why);
+  }
+  Changed();
+}
+
+std::vector<std::string> AgentRegistry::CheckLiveness() {
+  std::vector<std::string> lost;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Time deadline = clock_->Now() - options_.heartbeat_interval * options_.missed_heartbeats;
+    for (auto& [name, e] : agents_) {
+      if (e.info.state() == crest::v1::AGENT_READY && e.last_seen < deadline) {
+        e.info.set_state(crest::v1::AGENT_LOST);
+        lost.push_back(name);
+        spdlog::warn("agent {} is lost: no heartbeat for {} intervals of {}", name,
+                     options_.missed_heartbeats, absl::FormatDuration(options_.heartbeat_interval));
+      }
+    }
+  }
+  if (!lost.empty()) Changed();
+  return lost;
+}
+
+void AgentRegistry::SetRunningTrial(const std::string& name, const std::string& trial_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(name);
+  if (it != agents_.end()) it->second.info.set_running_trial(trial_id);
+}
+
+std::vector<crest::v1::AgentInfo> AgentRegistry::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<crest::v1::AgentInfo> out;
+  out.reserve(agents_.size());
+  for (const auto& [name, e] : agents_) out.push_back(e.info);
+  return out;
+}
+
+std::optional<crest::v1::AgentInfo> AgentRegistry::Get(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(name);
+  if (it == agents_.end()) return std::nullopt;
+  return it->second.info;
+}
+
+bool AgentRegistry::IsReady(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = agents_.find(name);
+  return it != agents_.end() && it->second.info.state() == crest::v1::AGENT_READY;
+}
+
+void AgentRegistry::Restore(const std::vector<crest::v1::AgentInfo>& agents) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& a : agents) {
+      if (agents_.count(a.node_name()) != 0) continue;  // --agents wins
+      Entry& e = agents_[a.node_name()];
+      e.info = a;
+      e.info.set_state(crest::v1::AGENT_LOST);
+      e.info.clear_running_trial();
+      e.last_seen = absl::InfinitePast();
+    }
+  }
+  Changed();
+}
+
+}  // namespace crest::controller

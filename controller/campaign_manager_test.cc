@@ -1,0 +1,410 @@
+#include "controller/campaign_manager.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/testing/fake_clock.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_ca.h"
+#include "controller/spec_parser.h"
+#include "controller/testing/fake_agent_client.h"
+
+namespace crest::controller {
+namespace {
+
+using crest::controller::testing::FakeAgent;
+using crest::controller::testing::FakeConnector;
+using crest::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(20);
+
+// The practice's curve: rises to 500, falls at 600.
+double PracticeCurve(int64_t b) {
+  if (b <= 435) return 2845.3;
+  if (b <= 500) return 2980.3;
+  return 2520.6;
+}
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { OpenManager(); }
+  void TearDown() override { CloseManager(); }
+
+  void OpenManager() {
+    auto store = Store::Open(dir_.path());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    registry_ = std::make_unique<AgentRegistry>(&clock_, RegistryOptions{absl::Seconds(2), 3});
+    ManagerOptions options;
+    options.tick = absl::Milliseconds(20);
+    options.probe_interval = absl::Hours(1);  // registration only in these tests
+    manager_ = std::make_unique<CampaignManager>(store_.get(), registry_.get(), &connector_,
+                                                 &clock_, &metrics_, options);
+    registry_->SetOnChange([this] { manager_->Poke(); });
+    subscription_ = manager_->Subscribe([this](const crest::v1::Campaign& c) {
+      absl::MutexLock lock(&mu_);
+      latest_[c.id()] = c;
+      ++changes_;
+    });
+  }
+
+  void CloseManager() {
+    if (manager_ == nullptr) return;
+    manager_->Shutdown();
+    manager_->Unsubscribe(subscription_);
+    manager_.reset();
+    registry_.reset();
+    store_.reset();
+  }
+
+  std::shared_ptr<FakeAgent> AddAgent(const std::string& name, const std::string& model = "m") {
+    auto agent = connector_.agent(name) ? connector_.agent(name) : connector_.Add(name);
+    crest::v1::RegisterAgentRequest r;
+    r.set_node_name(name);
+    r.set_advertise_address("127.0.0.1:1");
+    (*r.mutable_labels())["model"] = model;
+    registry_->Register(r);
+    return agent;
+  }
+
+  crest::v1::CampaignSpec Spec(const std::string& yaml) {
+    ParsedSpec parsed = ParseAndValidateCampaignSpec(yaml);
+    EXPECT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
+    return parsed.spec;
+  }
+
+  // Waits (on change notifications, with a deadline) until `pred` holds.
+  bool WaitFor(const std::string& id, const std::function<bool(const crest::v1::Campaign&)>& pred) {
+    absl::Time deadline = absl::Now() + kWait;
+    while (absl::Now() < deadline) {
+      auto c = manager_->Get(id);
+      if (c.ok() && pred(*c)) return true;
+      absl::MutexLock lock(&mu_);
+      int seen = changes_;
+      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return changes_ != seen; };
+      mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Milliseconds(100));
+    }
+    return false;
+  }
+
+  bool WaitForState(const std::string& id, crest::v1::CampaignState state) {
+    return WaitFor(id, [state](const crest::v1::Campaign& c) { return c.state() == state; });
+  }
+
+  static bool WaitHeld(const FakeAgent& agent, int n) { return agent.AwaitHeld(n, kWait); }
+
+  std::vector<crest::v1::Trial> Trials(const std::string& id, const std::string& model = "m") {
+    auto r = manager_->Report(id);
+    EXPECT_TRUE(r.ok());
+    for (const auto& m : r->models()) {
+      if (m.model() == model) return {m.trials().begin(), m.trials().end()};
+    }
+    return {};
+  }
+
+  static std::vector<std::string> Summary(const std::vector<crest::v1::Trial>& trials) {
+    std::vector<std::string> out;
+    out.reserve(trials.size());
+    for (const auto& t : trials) {
+      out.push_back(absl::StrCat(t.parameters().max_batch_size(), ":",
+                                 crest::v1::TrialStatus_Name(t.status()), "@", t.node()));
+    }
+    return out;
+  }
+
+  crest::testing::TempDir dir_;
+  crest::testing::FakeClock clock_;
+  FakeConnector connector_;
+  Metrics metrics_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<AgentRegistry> registry_;
+  std::unique_ptr<CampaignManager> manager_;
+  int subscription_ = -1;
+  absl::Mutex mu_;
+  std::map<std::string, crest::v1::Campaign> latest_ ABSL_GUARDED_BY(mu_);
+  int changes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(ManagerTest, RunsThePracticeSearchEndToEnd) {
+  auto a = AddAgent("a");
+  a->SetCurve(PracticeCurve);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: practice
+models: [{name: m}]
+client: {request_count: 10}
+host: {governor: performance, thp: always, pin: odd-numa}
+)"));
+  CREST_ASSERT_OK(c);
+  EXPECT_EQ(c->id(), "c1");
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  auto trials = Trials(c->id());
+  EXPECT_THAT(Summary(trials), ElementsAre("435:TRIAL_OK@a", "500:TRIAL_OK@a", "600:TRIAL_OK@a"));
+  // Derived rules: maxPrefillBatchSize = maxBatchSize / 2, concurrency = maxBatchSize - 1.
+  EXPECT_EQ(trials[0].parameters().max_prefill_batch_size(), 217);
+  EXPECT_EQ(trials[0].parameters().concurrency(), 434u);
+  EXPECT_EQ(trials[0].npu_block_num(), 2176);
+  auto starts = a->starts();
+  ASSERT_EQ(starts.size(), 4u);              // probe + 3 trials
+  EXPECT_EQ(starts[0].overrides_size(), 0);  // the probe runs the daemon's defaults
+  EXPECT_EQ(starts[1].overrides(0).key(), "maxBatchSize");
+  EXPECT_EQ(starts[1].overrides(0).int_value(), 435);
+  EXPECT_EQ(starts[1].overrides(1).key(), "maxPrefillBatchSize");
+  EXPECT_EQ(starts[1].overrides(1).int_value(), 217);
+  EXPECT_EQ(starts[1].pinning().mode(), crest::v1::PINNING_ODD_NUMA);
+  EXPECT_EQ(a->benchmarks()[1].concurrency(), 499u);
+  EXPECT_EQ(a->benchmarks()[1].request_count(), 10u);
+  EXPECT_EQ(a->tunings_applied(), 1);  // once per node per campaign
+  EXPECT_EQ(a->tunings_restored(), 1);
+  EXPECT_EQ(a->daemons_running(), 0);
+  auto report = manager_->Report(c->id());
+  CREST_ASSERT_OK(report);
+  EXPECT_EQ(report->models(0).best().parameters().max_batch_size(), 500);
+  EXPECT_DOUBLE_EQ(report->models(0).best().generate_speed(), 2980.3);
+  auto view = manager_->Get(c->id());
+  EXPECT_EQ(view->models(0).range_lo(), 362);
+  EXPECT_EQ(view->models(0).range_hi(), 1088);
+  EXPECT_EQ(view->models(0).npu_block_num(), 2176);
+  EXPECT_TRUE(view->models(0).done());
+  EXPECT_EQ(view->models(0).trials_done(), 3u);
+  EXPECT_THAT(view->models(0).activity(), HasSubstr("throughput fell at maxBatchSize 600"));
+  EXPECT_THAT(metrics_.Serialize(),
+              HasSubstr("crest_trial_generate_speed_tokens_per_second{calibration=\"false\","
+                        "campaign=\"c1\",max_batch_size=\"500\",model=\"m\",node=\"a\"} 2980.3"));
+}
+
+TEST_F(ManagerTest, CalibrationSetsSelectBatchFromMeasuredLatencies) {
+  auto a = AddAgent("a");
+  a->SetCurve(PracticeCurve);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: cal\nmodels: [{name: m}]\ncalibrate: true\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  auto trials = Trials(c->id());
+  ASSERT_EQ(trials.size(), 4u);
+  EXPECT_TRUE(trials[0].calibration());
+  EXPECT_FALSE(trials[0].parameters().support_select_batch());
+  EXPECT_EQ(trials[0].parameters().max_batch_size(), 435);
+  for (size_t i = 1; i < trials.size(); ++i) {
+    EXPECT_TRUE(trials[i].parameters().support_select_batch());
+    EXPECT_DOUBLE_EQ(trials[i].parameters().prefill_time_ms_per_req(), 120);  // round(120.4)
+    EXPECT_DOUBLE_EQ(trials[i].parameters().decode_time_ms_per_req(), 46);    // round(45.6)
+  }
+  auto start = a->starts().back();
+  std::map<std::string, std::string> overrides;
+  for (const auto& o : start.overrides()) {
+    overrides[o.key()] =
+        o.has_bool_value() ? (o.bool_value() ? "true" : "false") : absl::StrCat(o.int_value());
+  }
+  EXPECT_EQ(overrides["supportSelectBatch"], "true");
+  EXPECT_EQ(overrides["prefillTimeMsPerReq"], "120");
+  EXPECT_EQ(overrides["decodeTimeMsPerReq"], "46");
+  auto report = manager_->Report(c->id());
+  EXPECT_TRUE(report->models(0).best().parameters().support_select_batch());
+}
+
+TEST_F(ManagerTest, RateModeUsesConcurrency1000AndTheRate) {
+  auto a = AddAgent("a");
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: rate
+models: [{name: m}]
+search: {range: [100, 200], initial: 100}
+client: {mode: rate, request_rate: 7.5}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  ASSERT_EQ(a->benchmarks().size(), 2u);
+  EXPECT_EQ(a->benchmarks()[0].concurrency(), 1000u);
+  EXPECT_DOUBLE_EQ(a->benchmarks()[0].request_rate(), 7.5);
+  EXPECT_EQ(a->starts().size(), 2u);   // explicit range and start: no probe
+  EXPECT_EQ(a->tunings_applied(), 0);  // no host section: nothing tuned
+}
+
+TEST_F(ManagerTest, OutOfMemoryIsInfeasibleAndEndsTheSearch) {
+  auto a = AddAgent("a");
+  a->SetOomAbove(500);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: oom\nmodels: [{name: m}]\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_THAT(Summary(Trials(c->id())),
+              ElementsAre("435:TRIAL_OK@a", "500:TRIAL_OK@a", "600:TRIAL_INFEASIBLE@a"));
+  EXPECT_THAT(Trials(c->id())[2].reason(), HasSubstr("OUT_OF_MEMORY"));
+  EXPECT_EQ(manager_->Report(c->id())->models(0).best().parameters().max_batch_size(), 500);
+}
+
+TEST_F(ManagerTest, ModelsRunInParallelOnTheirOwnNodes) {
+  for (const char* n : {"a1", "a2"}) AddAgent(n, "A")->SetCurve(PracticeCurve);
+  AddAgent("b1", "B")->SetCurve([](int64_t b) { return b <= 600 ? 1.0 * b : 10.0; });
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: two
+models:
+  - {name: A, nodes: [a1, a2], parallel: 2}
+  - {name: B, selector: {model: B}}
+search: {repeats: 2}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  std::set<std::string> nodes_a;
+  for (const auto& t : Trials(c->id(), "A")) nodes_a.insert(t.node());
+  EXPECT_THAT(nodes_a, ElementsAre("a1", "a2"));
+  for (const auto& t : Trials(c->id(), "B")) EXPECT_EQ(t.node(), "b1");
+  // B: 435, 500, 600 rise, 700 falls; two repeats each.
+  EXPECT_EQ(Trials(c->id(), "B").size(), 8u);
+  auto report = manager_->Report(c->id());
+  EXPECT_EQ(report->models(0).best().parameters().max_batch_size(), 500);
+  EXPECT_EQ(report->models(1).best().parameters().max_batch_size(), 600);
+}
+
+TEST_F(ManagerTest, LostAgentMidTrialIsRetriedElsewhereNeverCountedTwice) {
+  auto a = AddAgent("a");
+  auto b = AddAgent("b");
+  a->SetCurve(PracticeCurve);
+  b->SetCurve(PracticeCurve);
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: lost\nmodels: [{name: m, nodes: [a, b]}]\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitHeld(*a, 1));  // 435 runs on a
+  // a stops heartbeating (but stays reachable): b heartbeats, time passes.
+  clock_.Advance(absl::Seconds(7));
+  EXPECT_TRUE(registry_->Heartbeat("b"));
+  manager_->Poke();
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  auto trials = Trials(c->id());
+  EXPECT_THAT(Summary(trials), ElementsAre("435:TRIAL_INTERRUPTED@a", "435:TRIAL_OK@b",
+                                           "500:TRIAL_OK@b", "600:TRIAL_OK@b"));
+  EXPECT_THAT(trials[0].reason(), HasSubstr("node a lost"));
+  EXPECT_EQ(trials[1].attempt(), 2u);
+  EXPECT_EQ(manager_->Get(c->id())->models(0).trials_failed(), 1u);
+}
+
+TEST_F(ManagerTest, UnreachableAgentIsRetriedWithinTheBound) {
+  auto a = AddAgent("a");
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: bound
+models: [{name: m}]
+search: {range: [100, 200], initial: 100}
+limits: {max_retries: 1}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitHeld(*a, 1));
+  a->SetUnreachable(true);  // the held benchmark fails with UNAVAILABLE
+  ASSERT_TRUE(WaitFor(c->id(),
+                      [](const crest::v1::Campaign& v) { return v.models(0).trials_done() == 1; }));
+  EXPECT_FALSE(registry_->IsReady("a"));
+  a->SetUnreachable(false);
+  EXPECT_TRUE(registry_->Heartbeat("a"));  // back: the retry (attempt 2) runs on it
+  ASSERT_TRUE(WaitHeld(*a, 1));
+  a->SetUnreachable(true);
+  ASSERT_TRUE(WaitFor(c->id(),
+                      [](const crest::v1::Campaign& v) { return v.models(0).trials_done() == 2; }));
+  a->SetUnreachable(false);
+  a->HoldBenchmarks(false);
+  EXPECT_TRUE(registry_->Heartbeat("a"));
+  // Retries used up: the point failed, the search ended, no ok trial: failed.
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_FAILED));
+  EXPECT_THAT(Summary(Trials(c->id())),
+              ElementsAre("100:TRIAL_INTERRUPTED@a", "100:TRIAL_INTERRUPTED@a"));
+  EXPECT_THAT(manager_->Get(c->id())->reason(), HasSubstr("interrupted 2 times"));
+}
+
+TEST_F(ManagerTest, ResumesAfterACrashWithoutRerunningFinishedTrials) {
+  // What a controller killed during the 500 trial leaves behind.
+  {
+    crest::v1::Campaign c;
+    c.set_id("c1");
+    *c.mutable_spec() = Spec("name: crash\nmodels: [{name: m}]\n");
+    c.set_state(crest::v1::CAMPAIGN_RUNNING);
+    Batch batch;
+    batch.campaigns.push_back(c);
+    ModelState ms;
+    ms.npu_block_num = 2176;
+    batch.models.push_back({{"c1", "m"}, ms});
+    for (int i = 1; i <= 2; ++i) {
+      crest::v1::Trial t;
+      t.set_id(absl::StrCat("c1-t", i));
+      t.set_campaign_id("c1");
+      t.set_model("m");
+      t.set_node("a");
+      t.set_attempt(1);
+      t.mutable_parameters()->set_max_batch_size(i == 1 ? 435 : 500);
+      t.set_status(i == 1 ? crest::v1::TRIAL_OK : crest::v1::TRIAL_RUNNING);
+      t.mutable_result()->set_generate_speed(PracticeCurve(435));
+      batch.trials.push_back(t);
+    }
+    CREST_ASSERT_OK(store_->Apply(batch));
+  }
+  auto a = AddAgent("a");
+  a->SetCurve(PracticeCurve);
+  CREST_ASSERT_OK(manager_->Start());
+  ASSERT_TRUE(WaitForState("c1", crest::v1::CAMPAIGN_SUCCEEDED));
+  auto trials = Trials("c1");
+  EXPECT_THAT(Summary(trials), ElementsAre("435:TRIAL_OK@a", "500:TRIAL_INTERRUPTED@a",
+                                           "500:TRIAL_OK@a", "600:TRIAL_OK@a"));
+  EXPECT_THAT(trials[1].reason(), HasSubstr("controller restarted"));
+  EXPECT_EQ(trials[2].attempt(), 2u);
+  EXPECT_EQ(trials[2].id(), "c1-t3");
+  // 435 was not measured again, and no probe was needed.
+  std::vector<int64_t> measured;
+  for (const auto& s : a->starts()) measured.push_back(s.overrides(0).int_value());
+  EXPECT_THAT(measured, ElementsAre(500, 600));
+}
+
+TEST_F(ManagerTest, ShutdownInterruptsAndARestartResumes) {
+  auto a = AddAgent("a");
+  a->SetCurve(PracticeCurve);
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: restart\nmodels: [{name: m}]\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitHeld(*a, 1));
+  a->ReleaseBenchmarks();                  // 435 finishes
+  ASSERT_TRUE(a->AwaitNthHeld(2, kWait));  // 500 runs
+  CloseManager();
+  a->HoldBenchmarks(false);
+  OpenManager();
+  AddAgent("a");
+  CREST_ASSERT_OK(manager_->Start());
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_THAT(Summary(Trials(c->id())), ElementsAre("435:TRIAL_OK@a", "500:TRIAL_INTERRUPTED@a",
+                                                    "500:TRIAL_OK@a", "600:TRIAL_OK@a"));
+  auto id = manager_->Create(Spec("name: next\nmodels: [{name: m}]\n"));
+  CREST_ASSERT_OK(id);
+  EXPECT_EQ(id->id(), "c2");  // ids never repeat across restarts
+}
+
+TEST_F(ManagerTest, CancelStopsTheTrialAndRestoresHosts) {
+  auto a = AddAgent("a");
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: cancel\nmodels: [{name: m}]\nhost: {thp: always}\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitHeld(*a, 1));
+  auto cancelled = manager_->Cancel(c->id());
+  CREST_ASSERT_OK(cancelled);
+  EXPECT_TRUE(cancelled->cancel_requested());
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_CANCELLED));
+  EXPECT_THAT(Summary(Trials(c->id())), ElementsAre("435:TRIAL_CANCELLED@a"));
+  EXPECT_EQ(a->daemons_running(), 0);
+  EXPECT_EQ(a->tunings_applied(), 1);
+  EXPECT_EQ(a->tunings_restored(), 1);
+  EXPECT_THAT(manager_->Cancel("nope"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(ManagerTest, RefusesABadSpecListingEveryProblem) {
+  CREST_ASSERT_OK(manager_->Start());
+  crest::v1::CampaignSpec spec;
+  spec.mutable_client()->set_mode(crest::v1::CLIENT_MODE_RATE);
+  EXPECT_THAT(manager_->Create(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("name: required"), HasSubstr("models: required"),
+                                        HasSubstr("client.request_rate"))));
+  EXPECT_TRUE(manager_->List().empty());
+  EXPECT_THAT(manager_->Get("c1"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace crest::controller

@@ -1,0 +1,61 @@
+#include "controller/kv_blocks.h"
+
+#include <algorithm>
+
+namespace crest::controller {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
+
+}  // namespace
+
+RequestShape RequestShapeFor(const crest::v1::ClientSpec& client) {
+  RequestShape shape;
+  shape.max_output_tokens = client.max_output_len();
+  switch (client.dataset().type()) {
+    case crest::v1::DATASET_TYPE_SYNTHETIC:
+      shape.avg_input_tokens = client.dataset().synthetic_input_tokens();
+      shape.avg_output_tokens = shape.max_output_tokens;
+      break;
+    default:  // GSM8K (and unknown JSONL until measured): the reference figures.
+      shape.avg_input_tokens = 186;
+      shape.avg_output_tokens = 346;
+      break;
+  }
+  if (client.avg_input_tokens() > 0) shape.avg_input_tokens = client.avg_input_tokens();
+  if (client.avg_output_tokens() > 0) shape.avg_output_tokens = client.avg_output_tokens();
+  shape.avg_output_tokens = std::min(shape.avg_output_tokens, shape.max_output_tokens);
+  return shape;
+}
+
+BlocksPerRequest BlocksFor(const RequestShape& shape, int64_t cache_block_size) {
+  BlocksPerRequest b;
+  int64_t in = CeilDiv(shape.avg_input_tokens, cache_block_size);
+  b.min = std::max<int64_t>(1, in);
+  b.max = std::max<int64_t>(1, in + CeilDiv(shape.max_output_tokens, cache_block_size));
+  b.avg = std::max<int64_t>(1, in + CeilDiv(shape.avg_output_tokens, cache_block_size));
+  return b;
+}
+
+bool NeedsBlockNum(const crest::v1::SearchSpec& search) {
+  return search.range_auto() || search.initial_auto();
+}
+
+SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block_num) {
+  const auto& s = spec.search();
+  BlocksPerRequest blocks =
+      BlocksFor(RequestShapeFor(spec.client()), static_cast<int64_t>(s.cache_block_size()));
+  SearchBounds b;
+  if (s.range_auto()) {
+    b.lo = std::max<int64_t>(1, npu_block_num / blocks.max);
+    b.hi = std::max<int64_t>(b.lo, npu_block_num / blocks.min);
+  } else {
+    b.lo = s.range_lo();
+    b.hi = s.range_hi();
+  }
+  b.initial = s.initial_auto() ? npu_block_num / blocks.avg : s.initial();
+  b.initial = std::clamp(b.initial, b.lo, b.hi);
+  return b;
+}
+
+}  // namespace crest::controller

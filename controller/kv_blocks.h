@@ -1,0 +1,45 @@
+// The MindIE KV-block arithmetic of the tuning guide: blocks per request and
+// the maxBatchSize range and start point from the daemon's npuBlockNum.
+#pragma once
+
+#include <cstdint>
+
+#include "crest/v1/controller.pb.h"
+
+namespace crest::controller {
+
+// Average tokens per request that the formula needs.
+struct RequestShape {
+  int64_t avg_input_tokens = 0;
+  int64_t max_output_tokens = 0;  // MaxOutputLen (maxIterTimes cap)
+  int64_t avg_output_tokens = 0;  // tokens actually generated on average
+};
+
+// GSM8K through the reference tokenizer: 186 input tokens, 346 generated at
+// MaxOutputLen 512 (mindie-facts.md); synthetic: its fixed input length.
+RequestShape RequestShapeFor(const crest::v1::ClientSpec& client);
+
+struct BlocksPerRequest {
+  int64_t min = 0;  // Ceil(in / cbs)
+  int64_t max = 0;  // Ceil(in / cbs) + Ceil(maxOut / cbs)
+  int64_t avg = 0;  // Ceil(in / cbs) + Ceil(avgOut / cbs)
+};
+
+BlocksPerRequest BlocksFor(const RequestShape& shape, int64_t cache_block_size);
+
+// The searched interval and start point.
+struct SearchBounds {
+  int64_t lo = 0;
+  int64_t hi = 0;
+  int64_t initial = 0;
+};
+
+// Range [Floor(blocks / max), Floor(blocks / min)] and start Floor(blocks /
+// avg), each replaced by the spec's explicit value when it has one; the start
+// is clamped into the range. npu_block_num may be 0 only when nothing is auto.
+SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block_num);
+
+// True when range or initial is auto (the daemon must be started once first).
+bool NeedsBlockNum(const crest::v1::SearchSpec& search);
+
+}  // namespace crest::controller

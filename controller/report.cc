@@ -1,0 +1,203 @@
+#include "controller/report.h"
+
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+
+namespace crest::controller {
+namespace {
+
+double Round(double v, int digits) {
+  double scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\"");
+}
+
+}  // namespace
+
+std::string TrialStatusName(crest::v1::TrialStatus status) {
+  if (status == crest::v1::TRIAL_STATUS_UNSPECIFIED) return "unspecified";
+  return absl::AsciiStrToLower(absl::StripPrefix(crest::v1::TrialStatus_Name(status), "TRIAL_"));
+}
+
+std::string CampaignStateName(crest::v1::CampaignState state) {
+  if (state == crest::v1::CAMPAIGN_STATE_UNSPECIFIED) return "unspecified";
+  return absl::AsciiStrToLower(
+      absl::StripPrefix(crest::v1::CampaignState_Name(state), "CAMPAIGN_"));
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& t) {
+  if (t.seconds() == 0 && t.nanos() == 0) return "";
+  absl::Time time = absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
+}
+
+nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
+  nlohmann::json j;
+  j["id"] = report.id();
+  j["name"] = report.name();
+  j["state"] = CampaignStateName(report.state());
+  j["models"] = nlohmann::json::array();
+  for (const auto& m : report.models()) {
+    nlohmann::json jm;
+    jm["model"] = m.model();
+    if (m.has_best()) {
+      const auto& p = m.best().parameters();
+      jm["best"] = {{"maxBatchSize", p.max_batch_size()},
+                    {"maxPrefillBatchSize", p.max_prefill_batch_size()},
+                    {"supportSelectBatch", p.support_select_batch()},
+                    {"prefillTimeMsPerReq", p.prefill_time_ms_per_req()},
+                    {"decodeTimeMsPerReq", p.decode_time_ms_per_req()},
+                    {"GenerateSpeed", m.best().generate_speed()},
+                    {"GenerateSpeedPerClient", m.best().generate_speed_per_client()}};
+    } else {
+      jm["best"] = nullptr;
+    }
+    jm["trials"] = nlohmann::json::array();
+    for (const auto& t : m.trials()) {
+      const auto& p = t.parameters();
+      const auto& r = t.result();
+      jm["trials"].push_back({{"id", t.id()},
+                              {"node", t.node()},
+                              {"maxBatchSize", p.max_batch_size()},
+                              {"maxPrefillBatchSize", p.max_prefill_batch_size()},
+                              {"supportSelectBatch", p.support_select_batch()},
+                              {"prefillTimeMsPerReq", p.prefill_time_ms_per_req()},
+                              {"decodeTimeMsPerReq", p.decode_time_ms_per_req()},
+                              {"concurrency", p.concurrency()},
+                              {"status", TrialStatusName(t.status())},
+                              {"calibration", t.calibration()},
+                              {"attempt", t.attempt()},
+                              {"repeat", t.repeat()},
+                              {"GenerateSpeed", r.generate_speed()},
+                              {"GenerateSpeedPerClient", r.generate_speed_per_client()},
+                              {"FirstTokenTime", r.first_token_time().average_ms()},
+                              {"DecodeTime", r.decode_time().average_ms()},
+                              {"succeeded", r.succeeded()},
+                              {"failed", r.failed()},
+                              {"npuBlockNum", t.npu_block_num()},
+                              {"started", FormatTimestamp(t.started())},
+                              {"finished", FormatTimestamp(t.finished())},
+                              {"reason", t.reason()}});
+    }
+    j["models"].push_back(std::move(jm));
+  }
+  return j;
+}
+
+std::string ReportToTable(const crest::v1::CampaignReport& report) {
+  std::string out = absl::StrCat("campaign ", report.id(),
+                                 report.name().empty() ? "" : " (" + report.name() + ")", ": ",
+                                 CampaignStateName(report.state()), "\n");
+  for (const auto& m : report.models()) {
+    absl::StrAppend(&out, "\nmodel ", m.model(), "\n");
+    // One row per point: the mean of its ok repeats, or the status that ended it.
+    struct Row {
+      int n = 0;
+      double speed = 0;
+      double per_client = 0;
+      std::string status;
+      std::string nodes;
+    };
+    std::map<int64_t, Row> rows;
+    std::string calibration;
+    for (const auto& t : m.trials()) {
+      if (t.calibration()) {
+        if (t.status() == crest::v1::TRIAL_OK) {
+          calibration = absl::StrFormat(
+              "  calibration at %d: FirstTokenTime %.1f ms, DecodeTime %.1f ms -> "
+              "supportSelectBatch=true\n",
+              t.parameters().max_batch_size(), t.result().first_token_time().average_ms(),
+              t.result().decode_time().average_ms());
+        }
+        continue;
+      }
+      Row& row = rows[t.parameters().max_batch_size()];
+      if (t.status() == crest::v1::TRIAL_OK) {
+        ++row.n;
+        row.speed += t.result().generate_speed();
+        row.per_client += t.result().generate_speed_per_client();
+        if (row.nodes.find(t.node()) == std::string::npos) {
+          absl::StrAppend(&row.nodes, row.nodes.empty() ? "" : ",", t.node());
+        }
+      } else if (row.n == 0 && t.status() != crest::v1::TRIAL_INTERRUPTED) {
+        row.status = TrialStatusName(t.status());
+      }
+    }
+    if (rows.empty()) {
+      absl::StrAppend(&out, "  no trials\n");
+      continue;
+    }
+    absl::StrAppend(&out, calibration);
+    absl::StrAppend(
+        &out, absl::StrFormat("  %-14s %-17s %-24s %-14s %s\n", "maxBatchSize", "maxPrefillBatch",
+                              "GenerateSpeedPerClient", "GenerateSpeed", "node"));
+    int64_t peak = m.has_best() ? m.best().parameters().max_batch_size() : -1;
+    for (const auto& [point, row] : rows) {
+      if (row.n > 0) {
+        absl::StrAppend(&out, absl::StrFormat("  %-14d %-17d %-24.4f %-14.1f %s%s\n", point,
+                                              std::max<int64_t>(1, point / 2),
+                                              row.per_client / row.n, row.speed / row.n, row.nodes,
+                                              point == peak ? "   <== peak" : ""));
+      } else {
+        absl::StrAppend(&out, absl::StrFormat("  %-14d %-17d %-24s %-14s\n", point,
+                                              std::max<int64_t>(1, point / 2),
+                                              row.status.empty() ? "-" : row.status, "-"));
+      }
+    }
+    if (m.has_best()) {
+      const auto& p = m.best().parameters();
+      absl::StrAppend(&out, absl::StrFormat("  best: maxBatchSize=%d maxPrefillBatchSize=%d "
+                                            "supportSelectBatch=%s",
+                                            p.max_batch_size(), p.max_prefill_batch_size(),
+                                            p.support_select_batch() ? "true" : "false"));
+      if (p.support_select_batch()) {
+        absl::StrAppend(&out,
+                        absl::StrFormat(" prefillTimeMsPerReq=%.0f decodeTimeMsPerReq=%.0f",
+                                        p.prefill_time_ms_per_req(), p.decode_time_ms_per_req()));
+      }
+      absl::StrAppend(
+          &out, absl::StrFormat(" -> GenerateSpeed %.1f token/s\n", m.best().generate_speed()));
+    }
+  }
+  return out;
+}
+
+std::string ReportToCsv(const crest::v1::CampaignReport& report) {
+  std::string out =
+      "campaign,model,trial,node,status,calibration,attempt,repeat,maxBatchSize,"
+      "maxPrefillBatchSize,supportSelectBatch,prefillTimeMsPerReq,decodeTimeMsPerReq,"
+      "concurrency,npuBlockNum,GenerateSpeed,GenerateSpeedPerClient,FirstTokenTime,DecodeTime,"
+      "succeeded,failed,started,finished,reason\n";
+  for (const auto& m : report.models()) {
+    for (const auto& t : m.trials()) {
+      const auto& p = t.parameters();
+      const auto& r = t.result();
+      absl::StrAppend(
+          &out,
+          absl::StrFormat(
+              "%s,%s,%s,%s,%s,%s,%d,%d,%d,%d,%s,%g,%g,%d,%d,%g,%g,%g,%g,%d,%d,%s,%s,%s\n",
+              CsvField(report.id()), CsvField(m.model()), CsvField(t.id()), CsvField(t.node()),
+              TrialStatusName(t.status()), t.calibration() ? "true" : "false", t.attempt(),
+              t.repeat(), p.max_batch_size(), p.max_prefill_batch_size(),
+              p.support_select_batch() ? "true" : "false", p.prefill_time_ms_per_req(),
+              p.decode_time_ms_per_req(), p.concurrency(), t.npu_block_num(),
+              Round(r.generate_speed(), 4), Round(r.generate_speed_per_client(), 6),
+              Round(r.first_token_time().average_ms(), 3), Round(r.decode_time().average_ms(), 3),
+              r.succeeded(), r.failed(), FormatTimestamp(t.started()),
+              FormatTimestamp(t.finished()), CsvField(t.reason())));
+    }
+  }
+  return out;
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,113 @@
+#include "controller/report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_split.h"
+
+namespace crest::controller {
+namespace {
+
+using ::testing::HasSubstr;
+
+crest::v1::CampaignReport Sample() {
+  crest::v1::CampaignReport r;
+  r.set_id("c7");
+  r.set_name("demo");
+  r.set_state(crest::v1::CAMPAIGN_SUCCEEDED);
+  auto* m = r.add_models();
+  m->set_model("LLaMa3-8B");
+  std::vector<std::pair<int64_t, double>> points = {{435, 2845.3}, {500, 2980.3}, {600, 2520.6}};
+  int n = 0;
+  for (auto [b, speed] : points) {
+    auto* t = m->add_trials();
+    t->set_id("c7-t" + std::to_string(++n));
+    t->set_node("node-1");
+    t->mutable_parameters()->set_max_batch_size(b);
+    t->mutable_parameters()->set_max_prefill_batch_size(b / 2);
+    t->mutable_parameters()->set_concurrency(static_cast<uint32_t>(b - 1));
+    t->set_status(crest::v1::TRIAL_OK);
+    t->set_npu_block_num(2176);
+    t->mutable_result()->set_generate_speed(speed);
+    t->mutable_result()->set_generate_speed_per_client(speed / static_cast<double>(b - 1));
+    t->mutable_result()->mutable_first_token_time()->set_average_ms(100);
+    t->mutable_result()->mutable_decode_time()->set_average_ms(40);
+    t->mutable_started()->set_seconds(1800000000);
+    t->mutable_finished()->set_seconds(1800000060);
+  }
+  auto* bad = m->add_trials();
+  bad->set_id("c7-t4");
+  bad->set_node("node-2");
+  bad->mutable_parameters()->set_max_batch_size(700);
+  bad->set_status(crest::v1::TRIAL_INFEASIBLE);
+  bad->set_reason("out of memory, \"KV\"");
+  auto* best = m->mutable_best();
+  *best->mutable_parameters() = m->trials(1).parameters();
+  best->set_generate_speed(2980.3);
+  best->set_generate_speed_per_client(2980.3 / 499);
+  r.add_models()->set_model("empty");
+  return r;
+}
+
+TEST(Report, JsonFollowsTheContract) {
+  nlohmann::json j = ReportToJson(Sample());
+  EXPECT_EQ(j["id"], "c7");
+  EXPECT_EQ(j["state"], "succeeded");
+  ASSERT_EQ(j["models"].size(), 2u);
+  const auto& m = j["models"][0];
+  EXPECT_EQ(m["model"], "LLaMa3-8B");
+  for (const char* key :
+       {"maxBatchSize", "maxPrefillBatchSize", "supportSelectBatch", "prefillTimeMsPerReq",
+        "decodeTimeMsPerReq", "GenerateSpeed", "GenerateSpeedPerClient"}) {
+    EXPECT_TRUE(m["best"].contains(key)) << key;
+  }
+  EXPECT_EQ(m["best"]["maxBatchSize"], 500);
+  EXPECT_EQ(m["best"]["maxPrefillBatchSize"], 250);
+  ASSERT_EQ(m["trials"].size(), 4u);
+  for (const char* key : {"node", "maxBatchSize", "maxPrefillBatchSize", "status", "GenerateSpeed",
+                          "GenerateSpeedPerClient", "FirstTokenTime", "DecodeTime", "npuBlockNum",
+                          "started", "finished", "reason"}) {
+    EXPECT_TRUE(m["trials"][0].contains(key)) << key;
+  }
+  EXPECT_EQ(m["trials"][0]["status"], "ok");
+  EXPECT_EQ(m["trials"][0]["started"], "2027-01-15T08:00:00.000Z");
+  EXPECT_EQ(m["trials"][3]["status"], "infeasible");
+  EXPECT_EQ(m["trials"][3]["started"], "");
+  EXPECT_TRUE(j["models"][1]["best"].is_null());
+}
+
+TEST(Report, TableMarksThePeak) {
+  std::string table = ReportToTable(Sample());
+  EXPECT_THAT(table, HasSubstr("campaign c7 (demo): succeeded"));
+  std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  int peaks = 0;
+  for (const auto& l : lines) {
+    if (l.find("<== peak") != std::string::npos) {
+      ++peaks;
+      EXPECT_THAT(l, HasSubstr("500"));
+      EXPECT_THAT(l, HasSubstr("2980.3"));
+    }
+  }
+  EXPECT_EQ(peaks, 1);
+  EXPECT_THAT(table, HasSubstr("infeasible"));
+  EXPECT_THAT(table, HasSubstr("best: maxBatchSize=500 maxPrefillBatchSize=250"));
+  EXPECT_THAT(table, HasSubstr("model empty\n  no trials"));
+}
+
+TEST(Report, CsvHasOneQuotedRowPerTrial) {
+  std::string csv = ReportToCsv(Sample());
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_THAT(lines[0], HasSubstr("campaign,model,trial,node,status"));
+  EXPECT_THAT(lines[2], HasSubstr("c7,LLaMa3-8B,c7-t2,node-1,ok,false,0,0,500,250"));
+  EXPECT_THAT(lines[4], HasSubstr(",\"out of memory, \"\"KV\"\"\""));
+}
+
+TEST(Report, StatusNames) {
+  EXPECT_EQ(TrialStatusName(crest::v1::TRIAL_INTERRUPTED), "interrupted");
+  EXPECT_EQ(TrialStatusName(crest::v1::TRIAL_CANCELLED), "cancelled");
+  EXPECT_EQ(CampaignStateName(crest::v1::CAMPAIGN_PENDING), "pending");
+}
+
+}  // namespace
+}  // namespace crest::controller

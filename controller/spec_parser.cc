@@ -1,0 +1,540 @@
+#include "controller/spec_parser.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+
+#include "controller/spec_validator.h"
+
+namespace crest::controller {
+namespace {
+
+using crest::v1::CampaignSpec;
+
+int EditDistance(const std::string& a, const std::string& b) {
+  std::vector<int> prev(b.size() + 1);
+  std::vector<int> cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int subst =
+          prev[j - 1] + (absl::ascii_tolower(a[i - 1]) == absl::ascii_tolower(b[j - 1]) ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// Walks the YAML tree; every accessor records problems instead of throwing.
+class Walker {
+ public:
+  explicit Walker(ParsedSpec* out) : out_(out) {}
+
+  void Problem(const std::string& path, const YAML::Node& node, const std::string& message) {
+    int line = node.IsDefined() ? node.Mark().line + 1 : 0;
+    if (line <= 0) line = LineOf(path);
+    out_->problems.push_back({path, line, message});
+  }
+
+  int LineOf(const std::string& path) const {
+    auto it = out_->lines.find(path);
+    return it == out_->lines.end() ? 0 : it->second;
+  }
+
+  void Remember(const std::string& path, const YAML::Node& node) {
+    if (node.IsDefined() && node.Mark().line >= 0) out_->lines[path] = node.Mark().line + 1;
+  }
+
+  // Checks that `node` is a map whose keys are all in `allowed`; calls
+  // `field(key, value, path)` for each.
+  void Map(
+      const YAML::Node& node, const std::string& path, const std::vector<std::string>& allowed,
+      const std::function<void(const std::string&, const YAML::Node&, const std::string&)>& field) {
+    Remember(path, node);
+    if (!node.IsMap()) {
+      Problem(path, node, absl::StrCat("expected a map with keys ", absl::StrJoin(allowed, ", ")));
+      return;
+    }
+    for (const auto& kv : node) {
+      std::string key;
+      if (!kv.first.IsScalar()) {
+        Problem(path, kv.first, "keys must be plain names");
+        continue;
+      }
+      key = kv.first.Scalar();
+      std::string child = path.empty() ? key : absl::StrCat(path, ".", key);
+      Remember(child, kv.first);
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        std::string hint = ClosestMatch(key, allowed);
+        Problem(child, kv.first,
+                absl::StrCat("unknown key '", key, "'",
+                             hint.empty() ? absl::StrCat(" (expected one of ",
+                                                         absl::StrJoin(allowed, ", "), ")")
+                                          : absl::StrCat("; did you mean '", hint, "'?")));
+        continue;
+      }
+      field(key, kv.second, child);
+    }
+  }
+
+  bool String(const YAML::Node& node, const std::string& path, std::string* out,
+              const std::string& what = "a string") {
+    if (!node.IsScalar()) {
+      Problem(path, node, absl::StrCat("expected ", what));
+      return false;
+    }
+    *out = node.Scalar();
+    return true;
+  }
+
+  bool Int(const YAML::Node& node, const std::string& path, int64_t lo, int64_t hi, int64_t* out,
+           const std::string& what = "an integer") {
+    int64_t v = 0;
+    if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &v)) {
+      Problem(
+          path, node,
+          absl::StrCat("expected ", what, ", got '", node.IsScalar() ? node.Scalar() : "?", "'"));
+      return false;
+    }
+    if (v < lo || v > hi) {
+      Problem(path, node, absl::StrCat("expected ", what, " in [", lo, ", ", hi, "], got ", v));
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+
+  template <typename T>
+  void UInt(const YAML::Node& node, const std::string& path, int64_t lo, int64_t hi,
+            const std::function<void(T)>& set, const std::string& what = "an integer") {
+    int64_t v = 0;
+    if (Int(node, path, lo, hi, &v, what)) set(static_cast<T>(v));
+  }
+
+  bool Double(const YAML::Node& node, const std::string& path, double lo, double hi, double* out,
+              const std::string& what = "a number") {
+    double v = 0;
+    if (!node.IsScalar() || !absl::SimpleAtod(node.Scalar(), &v) || !std::isfinite(v)) {
+      Problem(path, node, absl::StrCat("expected ", what));
+      return false;
+    }
+    if (v < lo || v > hi) {
+      Problem(path, node, absl::StrCat("expected ", what, " in [", lo, ", ", hi, "], got ", v));
+      return false;
+    }
+    *out = v;
+    return true;
+  }
+
+  bool Bool(const YAML::Node& node, const std::string& path, bool* out) {
+    std::string s = node.IsScalar() ? absl::AsciiStrToLower(node.Scalar()) : "";
+    if (s == "true" || s == "yes" || s == "on") {
+      *out = true;
+      return true;
+    }
+    if (s == "false" || s == "no" || s == "off") {
+      *out = false;
+      return true;
+    }
+    Problem(path, node, "expected true or false");
+    return false;
+  }
+
+  // "90s", "5m", "1h30m" or a number of seconds.
+  bool Duration(const YAML::Node& node, const std::string& path, google::protobuf::Duration* out) {
+    absl::Duration d;
+    double seconds = 0;
+    if (node.IsScalar() && absl::SimpleAtod(node.Scalar(), &seconds)) {
+      d = absl::Seconds(seconds);
+    } else if (!node.IsScalar() || !absl::ParseDuration(node.Scalar(), &d)) {
+      Problem(path, node, "expected a duration such as 90s, 5m or 1h");
+      return false;
+    }
+    if (d <= absl::ZeroDuration() || d > absl::Hours(48)) {
+      Problem(path, node, "expected a duration above 0 and at most 48h");
+      return false;
+    }
+    int64_t ms = absl::ToInt64Milliseconds(d);
+    out->set_seconds(ms / 1000);
+    out->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+    return true;
+  }
+
+  template <typename Enum>
+  bool Choice(const YAML::Node& node, const std::string& path,
+              const std::vector<std::pair<std::string, Enum>>& choices, Enum* out) {
+    std::vector<std::string> names;
+    names.reserve(choices.size());
+    for (const auto& c : choices) names.push_back(c.first);
+    if (node.IsScalar()) {
+      std::string s = absl::AsciiStrToLower(node.Scalar());
+      for (const auto& c : choices) {
+        if (c.first == s) {
+          *out = c.second;
+          return true;
+        }
+      }
+      std::string hint = ClosestMatch(s, names);
+      Problem(path, node,
+              absl::StrCat("unknown value '", node.Scalar(), "' (expected one of ",
+                           absl::StrJoin(names, ", "), ")",
+                           hint.empty() ? "" : absl::StrCat("; did you mean '", hint, "'?")));
+      return false;
+    }
+    Problem(path, node, absl::StrCat("expected one of ", absl::StrJoin(names, ", ")));
+    return false;
+  }
+
+  void Models(const YAML::Node& node, CampaignSpec* spec) {
+    Remember("models", node);
+    if (!node.IsSequence()) {
+      Problem("models", node, "expected a list of models (each a map with at least 'name')");
+      return;
+    }
+    for (size_t i = 0; i < node.size(); ++i) {
+      std::string path = absl::StrCat("models[", i, "]");
+      auto* m = spec->add_models();
+      Map(node[i], path, {"name", "profile", "model_path", "nodes", "selector", "parallel"},
+          [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+            if (key == "name") {
+              String(v, p, m->mutable_name(), "a model name");
+            } else if (key == "profile") {
+              String(v, p, m->mutable_profile(), "a simulator profile name");
+            } else if (key == "model_path") {
+              String(v, p, m->mutable_model_path(), "a path");
+            } else if (key == "nodes") {
+              if (!v.IsSequence()) {
+                Problem(p, v, "expected a list of node names");
+                return;
+              }
+              for (size_t j = 0; j < v.size(); ++j) {
+                std::string name;
+                if (String(v[j], absl::StrCat(p, "[", j, "]"), &name, "a node name")) {
+                  m->add_nodes(name);
+                }
+              }
+            } else if (key == "selector") {
+              if (!v.IsMap()) {
+                Problem(p, v, "expected a map of labels, e.g. {npu: 910B3}");
+                return;
+              }
+              for (const auto& kv : v) {
+                std::string label;
+                std::string value;
+                if (String(kv.first, p, &label, "a label name") &&
+                    String(kv.second, absl::StrCat(p, ".", label), &value, "a label value")) {
+                  (*m->mutable_selector())[label] = value;
+                }
+              }
+            } else if (key == "parallel") {
+              UInt<uint32_t>(
+                  v, p, 1, 1024, [m](uint32_t x) { m->set_parallel(x); }, "a node count");
+            }
+          });
+    }
+  }
+
+  void Search(const YAML::Node& node, CampaignSpec* spec) {
+    auto* s = spec->mutable_search();
+    Map(node, "search",
+        {"parameter", "range", "initial", "step", "strategy", "repeats", "tolerance", "max_trials",
+         "cache_block_size"},
+        [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+          if (key == "parameter") {
+            String(v, p, s->mutable_parameter(), "a ScheduleConfig key");
+          } else if (key == "range") {
+            if (v.IsScalar() && v.Scalar() == "auto") {
+              s->set_range_auto(true);
+              return;
+            }
+            int64_t lo = 0;
+            int64_t hi = 0;
+            if (!v.IsSequence() || v.size() != 2) {
+              Problem(p, v, "expected auto or a list [lo, hi]");
+              return;
+            }
+            bool ok = Int(v[0], p + "[0]", 1, 819200, &lo, "a maxBatchSize");
+            ok = Int(v[1], p + "[1]", 1, 819200, &hi, "a maxBatchSize") && ok;
+            if (!ok) return;
+            s->set_range_auto(false);
+            s->set_range_lo(lo);
+            s->set_range_hi(hi);
+          } else if (key == "initial") {
+            if (v.IsScalar() && v.Scalar() == "auto") {
+              s->set_initial_auto(true);
+              return;
+            }
+            int64_t x = 0;
+            if (Int(v, p, 1, 819200, &x, "auto or a maxBatchSize")) {
+              s->set_initial(x);
+              s->set_initial_auto(false);
+            }
+          } else if (key == "step") {
+            int64_t x = 0;
+            if (Int(v, p, 1, 819200, &x, "a positive step")) s->set_step(x);
+          } else if (key == "strategy") {
+            String(v, p, s->mutable_strategy(), "a strategy name");
+          } else if (key == "repeats") {
+            UInt<uint32_t>(
+                v, p, 1, 100, [s](uint32_t x) { s->set_repeats(x); }, "a repeat count");
+          } else if (key == "tolerance") {
+            double x = 0;
+            if (Double(v, p, 0, 0.99, &x, "a relative drop such as 0.02")) s->set_tolerance(x);
+          } else if (key == "max_trials") {
+            UInt<uint32_t>(
+                v, p, 1, 10000, [s](uint32_t x) { s->set_max_trials(x); }, "a trial count");
+          } else if (key == "cache_block_size") {
+            UInt<uint32_t>(
+                v, p, 1, 4096, [s](uint32_t x) { s->set_cache_block_size(x); }, "a token count");
+          }
+        });
+  }
+
+  void Client(const YAML::Node& node, CampaignSpec* spec) {
+    auto* c = spec->mutable_client();
+    Map(node, "client",
+        {"mode", "request_rate", "distribution", "dataset", "max_output_len", "request_count",
+         "api", "concurrency", "warmup_requests", "avg_input_tokens", "avg_output_tokens",
+         "task_kind"},
+        [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+          if (key == "mode") {
+            crest::v1::ClientMode mode{};
+            if (Choice<crest::v1::ClientMode>(v, p,
+                                              {{"concurrency", crest::v1::CLIENT_MODE_CONCURRENCY},
+                                               {"rate", crest::v1::CLIENT_MODE_RATE}},
+                                              &mode)) {
+              c->set_mode(mode);
+            }
+          } else if (key == "request_rate") {
+            double x = 0;
+            if (Double(v, p, 0.001, 1e6, &x, "requests per second")) c->set_request_rate(x);
+          } else if (key == "distribution") {
+            crest::v1::ArrivalDistribution d{};
+            if (Choice<crest::v1::ArrivalDistribution>(
+                    v, p,
+                    {{"poisson", crest::v1::ARRIVAL_DISTRIBUTION_POISSON},
+                     {"constant", crest::v1::ARRIVAL_DISTRIBUTION_CONSTANT}},
+                    &d)) {
+              c->set_distribution(d);
+            }
+          } else if (key == "dataset") {
+            Dataset(v, p, c->mutable_dataset());
+          } else if (key == "max_output_len") {
+            UInt<uint32_t>(
+                v, p, 1, 1 << 20, [c](uint32_t x) { c->set_max_output_len(x); }, "a token count");
+          } else if (key == "request_count") {
+            UInt<uint32_t>(
+                v, p, 1, 10000000, [c](uint32_t x) { c->set_request_count(x); }, "a request count");
+          } else if (key == "api") {
+            crest::v1::BenchmarkApi api{};
+            if (Choice<crest::v1::BenchmarkApi>(v, p,
+                                                {{"mindie", crest::v1::BENCHMARK_API_MINDIE},
+                                                 {"openai", crest::v1::BENCHMARK_API_OPENAI}},
+                                                &api)) {
+              c->set_api(api);
+            }
+          } else if (key == "concurrency") {
+            UInt<uint32_t>(
+                v, p, 1, 100000, [c](uint32_t x) { c->set_concurrency(x); }, "a client count");
+          } else if (key == "warmup_requests") {
+            UInt<uint32_t>(
+                v, p, 0, 100000, [c](uint32_t x) { c->set_warmup_requests(x); }, "a request count");
+          } else if (key == "task_kind") {
+            crest::v1::TaskKind kind{};
+            if (Choice<crest::v1::TaskKind>(v, p,
+                                            {{"stream", crest::v1::TASK_KIND_STREAM},
+                                             {"text", crest::v1::TASK_KIND_TEXT}},
+                                            &kind)) {
+              c->set_task_kind(kind);
+            }
+          } else if (key == "avg_input_tokens") {
+            UInt<uint32_t>(
+                v, p, 1, 1 << 20, [c](uint32_t x) { c->set_avg_input_tokens(x); }, "a token count");
+          } else if (key == "avg_output_tokens") {
+            UInt<uint32_t>(
+                v, p, 1, 1 << 20, [c](uint32_t x) { c->set_avg_output_tokens(x); },
+                "a token count");
+          }
+        });
+  }
+
+  void Dataset(const YAML::Node& node, const std::string& path, crest::v1::DatasetSpec* d) {
+    Map(node, path, {"type", "path", "input_tokens"},
+        [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+          if (key == "type") {
+            crest::v1::DatasetType t{};
+            if (Choice<crest::v1::DatasetType>(v, p,
+                                               {{"gsm8k", crest::v1::DATASET_TYPE_GSM8K},
+                                                {"jsonl", crest::v1::DATASET_TYPE_JSONL},
+                                                {"synthetic", crest::v1::DATASET_TYPE_SYNTHETIC}},
+                                               &t)) {
+              d->set_type(t);
+            }
+          } else if (key == "path") {
+            String(v, p, d->mutable_name(), "a dataset name known to the agents");
+          } else if (key == "input_tokens") {
+            UInt<uint32_t>(
+                v, p, 1, 1 << 20, [d](uint32_t x) { d->set_synthetic_input_tokens(x); },
+                "a token count");
+          }
+        });
+  }
+
+  void Host(const YAML::Node& node, CampaignSpec* spec) {
+    auto* h = spec->mutable_host();
+    Map(node, "host", {"governor", "thp", "pin"},
+        [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+          if (key == "governor") {
+            String(v, p, h->mutable_governor(), "a cpufreq governor such as performance");
+          } else if (key == "thp") {
+            String(v, p, h->mutable_thp(), "always, madvise or never");
+          } else if (key == "pin") {
+            std::string s;
+            if (!String(v, p, &s, "odd-numa, none or a CPU list such as 24-47,72-95")) return;
+            if (s == "odd-numa") {
+              h->mutable_pin()->set_mode(crest::v1::PINNING_ODD_NUMA);
+            } else if (s == "none") {
+              h->mutable_pin()->set_mode(crest::v1::PINNING_NONE);
+            } else {
+              h->mutable_pin()->set_mode(crest::v1::PINNING_CPU_LIST);
+              h->mutable_pin()->set_cpu_list(s);
+            }
+          }
+        });
+  }
+
+  void Limits(const YAML::Node& node, CampaignSpec* spec) {
+    auto* l = spec->mutable_limits();
+    Map(node, "limits", {"start_timeout", "benchmark_timeout", "max_retries"},
+        [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+          if (key == "start_timeout") {
+            Duration(v, p, l->mutable_start_timeout());
+          } else if (key == "benchmark_timeout") {
+            Duration(v, p, l->mutable_benchmark_timeout());
+          } else if (key == "max_retries") {
+            UInt<uint32_t>(
+                v, p, 1, 100, [l](uint32_t x) { l->set_max_retries(x); }, "a retry count");
+          }
+        });
+  }
+
+ private:
+  ParsedSpec* out_;
+};
+
+}  // namespace
+
+std::string FormatProblem(const SpecProblem& problem, const std::string& file) {
+  std::string where;
+  if (!file.empty()) where = file + ":";
+  if (problem.line > 0) absl::StrAppend(&where, problem.line, ":");
+  if (!where.empty()) where += " ";
+  return absl::StrCat(where, problem.path.empty() ? "" : problem.path + ": ", problem.message);
+}
+
+std::string FormatProblems(const std::vector<SpecProblem>& problems, const std::string& file) {
+  std::vector<std::string> lines;
+  lines.reserve(problems.size());
+  for (const auto& p : problems) lines.push_back("  " + FormatProblem(p, file));
+  return absl::StrCat("campaign spec has ", problems.size(),
+                      problems.size() == 1 ? " problem" : " problems", ":\n",
+                      absl::StrJoin(lines, "\n"));
+}
+
+std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_distance = 4;
+  for (const auto& c : candidates) {
+    int d = EditDistance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+ParsedSpec ParseCampaignSpec(const std::string& yaml_text) {
+  ParsedSpec out;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    out.problems.push_back(
+        {"", e.mark.line >= 0 ? e.mark.line + 1 : 0, absl::StrCat("not valid YAML: ", e.msg)});
+    return out;
+  }
+  if (!root.IsDefined() || root.IsNull()) {
+    out.problems.push_back({"", 0, "the spec is empty (expected a map with name and models)"});
+    return out;
+  }
+  Walker w(&out);
+  try {
+    w.Map(root, "", {"name", "models", "search", "client", "host", "calibrate", "limits"},
+          [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+            if (key == "name") {
+              w.String(v, p, out.spec.mutable_name(), "a campaign name");
+            } else if (key == "models") {
+              w.Models(v, &out.spec);
+            } else if (key == "search") {
+              w.Search(v, &out.spec);
+            } else if (key == "client") {
+              w.Client(v, &out.spec);
+            } else if (key == "host") {
+              w.Host(v, &out.spec);
+            } else if (key == "calibrate") {
+              bool b = false;
+              if (w.Bool(v, p, &b)) out.spec.set_calibrate(b);
+            } else if (key == "limits") {
+              w.Limits(v, &out.spec);
+            }
+          });
+  } catch (const YAML::Exception& e) {
+    out.problems.push_back({"", e.mark.line + 1, absl::StrCat("YAML error: ", e.msg)});
+  }
+  return out;
+}
+
+ParsedSpec ParseAndValidateCampaignSpec(const std::string& yaml_text) {
+  ParsedSpec parsed = ParseCampaignSpec(yaml_text);
+  ApplySpecDefaults(&parsed.spec);
+  for (auto& problem : ValidateCampaignSpec(parsed.spec)) {
+    // Structural problems at the same path already say what is wrong.
+    bool duplicate = std::any_of(parsed.problems.begin(), parsed.problems.end(),
+                                 [&](const SpecProblem& p) { return p.path == problem.path; });
+    if (duplicate) continue;
+    // Name the line of the key, or of its closest known parent.
+    std::string path = problem.path;
+    while (problem.line == 0 && !path.empty()) {
+      auto it = parsed.lines.find(path);
+      if (it != parsed.lines.end()) {
+        problem.line = it->second;
+        break;
+      }
+      auto cut = path.find_last_of(".[");
+      path = cut == std::string::npos ? "" : path.substr(0, cut);
+    }
+    parsed.problems.push_back(std::move(problem));
+  }
+  std::stable_sort(parsed.problems.begin(), parsed.problems.end(),
+                   [](const SpecProblem& a, const SpecProblem& b) {
+                     // Problems without a line (missing keys) go last.
+                     int la = a.line == 0 ? std::numeric_limits<int>::max() : a.line;
+                     int lb = b.line == 0 ? std::numeric_limits<int>::max() : b.line;
+                     return la < lb;
+                   });
+  return parsed;
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,196 @@
+#include "controller/spec_validator.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "common/cpu_list.h"
+#include "controller/search.h"
+
+namespace crest::controller {
+namespace {
+
+bool IsUnset(const google::protobuf::Duration& d) { return d.seconds() == 0 && d.nanos() == 0; }
+
+void SetSeconds(google::protobuf::Duration* d, int64_t seconds) {
+  d->set_seconds(seconds);
+  d->set_nanos(0);
+}
+
+}  // namespace
+
+void ApplySpecDefaults(crest::v1::CampaignSpec* spec) {
+  for (auto& m : *spec->mutable_models()) {
+    if (m.parallel() == 0) m.set_parallel(1);
+    if (m.profile().empty()) m.set_profile(m.name());
+  }
+  auto* s = spec->mutable_search();
+  if (s->parameter().empty()) s->set_parameter("maxBatchSize");
+  if (s->range_lo() == 0 && s->range_hi() == 0) s->set_range_auto(true);
+  if (s->initial() == 0) s->set_initial_auto(true);
+  if (s->step() == 0) s->set_step(kDefaultStep);
+  if (s->strategy().empty()) s->set_strategy("step");
+  if (s->repeats() == 0) s->set_repeats(1);
+  if (s->tolerance() == 0) s->set_tolerance(kDefaultTolerance);
+  if (s->max_trials() == 0) s->set_max_trials(kDefaultMaxTrials);
+  if (s->cache_block_size() == 0) s->set_cache_block_size(kDefaultCacheBlockSize);
+  auto* c = spec->mutable_client();
+  if (c->mode() == crest::v1::CLIENT_MODE_UNSPECIFIED)
+    c->set_mode(crest::v1::CLIENT_MODE_CONCURRENCY);
+  if (c->mode() == crest::v1::CLIENT_MODE_RATE && c->concurrency() == 0) {
+    c->set_concurrency(kDefaultRateConcurrency);
+  }
+  if (c->distribution() == crest::v1::ARRIVAL_DISTRIBUTION_UNSPECIFIED) {
+    c->set_distribution(crest::v1::ARRIVAL_DISTRIBUTION_POISSON);
+  }
+  if (c->dataset().type() == crest::v1::DATASET_TYPE_UNSPECIFIED) {
+    c->mutable_dataset()->set_type(crest::v1::DATASET_TYPE_GSM8K);
+  }
+  if (c->max_output_len() == 0) c->set_max_output_len(kDefaultMaxOutputLen);
+  if (c->api() == crest::v1::BENCHMARK_API_UNSPECIFIED) c->set_api(crest::v1::BENCHMARK_API_MINDIE);
+  if (c->task_kind() == crest::v1::TASK_KIND_UNSPECIFIED) {
+    c->set_task_kind(crest::v1::TASK_KIND_STREAM);
+  }
+  auto* h = spec->mutable_host();
+  if (h->pin().mode() == crest::v1::PINNING_MODE_UNSPECIFIED) {
+    h->mutable_pin()->set_mode(crest::v1::PINNING_NONE);
+  }
+  auto* l = spec->mutable_limits();
+  if (IsUnset(l->start_timeout())) SetSeconds(l->mutable_start_timeout(), 300);
+  if (IsUnset(l->benchmark_timeout())) SetSeconds(l->mutable_benchmark_timeout(), 1800);
+  if (l->max_retries() == 0) l->set_max_retries(kDefaultMaxRetries);
+}
+
+std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spec) {
+  std::vector<SpecProblem> problems;
+  auto add = [&](std::string path, std::string message) {
+    problems.push_back({std::move(path), 0, std::move(message)});
+  };
+  if (spec.name().empty()) add("name", "required: a name for the campaign");
+  if (spec.models().empty()) add("models", "required: at least one model");
+  std::set<std::string> seen;
+  for (int i = 0; i < spec.models_size(); ++i) {
+    const auto& m = spec.models(i);
+    std::string path = absl::StrCat("models[", i, "]");
+    if (m.name().empty()) add(path + ".name", "required: the model name the daemon serves");
+    if (!m.name().empty() && !seen.insert(m.name()).second) {
+      add(path + ".name", absl::StrCat("model '", m.name(), "' is listed twice"));
+    }
+    if (!m.nodes().empty() && !m.selector().empty()) {
+      add(path, "give either nodes or selector, not both");
+    }
+    std::set<std::string> nodes;
+    for (int j = 0; j < m.nodes_size(); ++j) {
+      if (m.nodes(j).empty()) add(absl::StrCat(path, ".nodes[", j, "]"), "empty node name");
+      if (!nodes.insert(m.nodes(j)).second) {
+        add(absl::StrCat(path, ".nodes[", j, "]"),
+            absl::StrCat("node '", m.nodes(j), "' is listed twice"));
+      }
+    }
+    if (!m.nodes().empty() && m.parallel() > static_cast<uint32_t>(m.nodes_size())) {
+      add(path + ".parallel", absl::StrCat("parallel ", m.parallel(), " exceeds the ",
+                                           m.nodes_size(), " nodes listed"));
+    }
+    if (m.parallel() == 0) add(path + ".parallel", "must be at least 1");
+  }
+  const auto& s = spec.search();
+  if (s.parameter() != "maxBatchSize") {
+    add("search.parameter", absl::StrCat("unsupported parameter '", s.parameter(),
+                                         "' (only maxBatchSize is searched)"));
+  }
+  if (!s.range_auto()) {
+    if (s.range_lo() < 1 || s.range_hi() > kMaxBatchSizeLimit) {
+      add("search.range", absl::StrCat("bounds must lie in [1, ", kMaxBatchSizeLimit, "]"));
+    } else if (s.range_lo() > s.range_hi()) {
+      add("search.range", absl::StrCat("lo ", s.range_lo(), " is above hi ", s.range_hi()));
+    }
+    if (!s.initial_auto() && (s.initial() < s.range_lo() || s.initial() > s.range_hi())) {
+      add("search.initial", absl::StrCat("initial ", s.initial(), " lies outside the range [",
+                                         s.range_lo(), ", ", s.range_hi(), "]"));
+    }
+  }
+  if (!s.initial_auto() && (s.initial() < 1 || s.initial() > kMaxBatchSizeLimit)) {
+    add("search.initial", absl::StrCat("must lie in [1, ", kMaxBatchSizeLimit, "]"));
+  }
+  if (s.step() < 1) add("search.step", "must be at least 1");
+  auto strategies = KnownStrategies();
+  if (std::find(strategies.begin(), strategies.end(), s.strategy()) == strategies.end()) {
+    std::string hint = ClosestMatch(s.strategy(), strategies);
+    add("search.strategy",
+        absl::StrCat("unknown strategy '", s.strategy(),
+                     "' (known: ", absl::StrJoin(strategies, ", "), ")",
+                     hint.empty() ? "" : absl::StrCat("; did you mean '", hint, "'?")));
+  }
+  if (s.repeats() < 1 || s.repeats() > 100) add("search.repeats", "must lie in [1, 100]");
+  if (s.tolerance() < 0 || s.tolerance() >= 1) {
+    add("search.tolerance", "must lie in [0, 1) (a relative drop such as 0.02)");
+  }
+  if (s.max_trials() < 1) add("search.max_trials", "must be at least 1");
+  const auto& c = spec.client();
+  if (c.mode() == crest::v1::CLIENT_MODE_RATE && c.request_rate() <= 0) {
+    add("client.request_rate", "required in rate mode: requests per second above 0");
+  }
+  if (c.mode() == crest::v1::CLIENT_MODE_CONCURRENCY && c.request_rate() > 0) {
+    add("client.request_rate",
+        "only used in rate mode (set client.mode: rate, or remove request_rate)");
+  }
+  if (c.mode() == crest::v1::CLIENT_MODE_CONCURRENCY && c.concurrency() > 0) {
+    add("client.concurrency",
+        "derived in concurrency mode (maxBatchSize - 1); only rate mode takes it");
+  }
+  if (c.dataset().type() == crest::v1::DATASET_TYPE_SYNTHETIC &&
+      c.dataset().synthetic_input_tokens() == 0) {
+    add("client.dataset.input_tokens", "required for a synthetic dataset");
+  }
+  if (c.dataset().type() == crest::v1::DATASET_TYPE_JSONL && c.dataset().name().empty()) {
+    add("client.dataset.path", "required for a jsonl dataset (a dataset the agents know)");
+  }
+  const std::string& name = c.dataset().name();
+  if (!name.empty() && (name.front() == '/' || name.find("..") != std::string::npos)) {
+    add("client.dataset.path",
+        "must be relative to the agents' data directory (no leading '/', no '..')");
+  }
+  if (c.max_output_len() < 1) add("client.max_output_len", "must be at least 1");
+  if (spec.calibrate() && c.task_kind() == crest::v1::TASK_KIND_TEXT) {
+    add("client.task_kind",
+        "calibrate needs task_kind stream (FirstTokenTime and DecodeTime come from the token "
+        "stream)");
+  }
+  const auto& h = spec.host();
+  static const std::vector<std::string> kGovernors = {"performance",  "powersave", "ondemand",
+                                                      "conservative", "schedutil", "userspace"};
+  if (!h.governor().empty() &&
+      std::find(kGovernors.begin(), kGovernors.end(), h.governor()) == kGovernors.end()) {
+    std::string hint = ClosestMatch(h.governor(), kGovernors);
+    add("host.governor",
+        absl::StrCat("unknown governor '", h.governor(), "' (expected one of ",
+                     absl::StrJoin(kGovernors, ", "), ")",
+                     hint.empty() ? "" : absl::StrCat("; did you mean '", hint, "'?")));
+  }
+  if (!h.thp().empty() && h.thp() != "always" && h.thp() != "madvise" && h.thp() != "never") {
+    add("host.thp",
+        absl::StrCat("unknown THP mode '", h.thp(), "' (expected always, madvise or never)"));
+  }
+  if (h.pin().mode() == crest::v1::PINNING_CPU_LIST) {
+    auto cpus = ParseCpuList(h.pin().cpu_list());
+    if (!cpus.ok() || cpus->empty()) {
+      add("host.pin", absl::StrCat("'", h.pin().cpu_list(),
+                                   "' is not odd-numa, none or a CPU list such as 24-47,72-95"));
+    }
+  }
+  const auto& l = spec.limits();
+  if (l.start_timeout().seconds() < 0 || l.benchmark_timeout().seconds() < 0) {
+    add("limits", "timeouts must be positive");
+  }
+  if (l.max_retries() > 100) add("limits.max_retries", "must lie in [0, 100]");
+  return problems;
+}
+
+absl::Status CheckCampaignSpec(const crest::v1::CampaignSpec& spec) {
+  auto problems = ValidateCampaignSpec(spec);
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(FormatProblems(problems));
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,97 @@
+// The controller's durable state: campaigns, trials with their results, per
+// model search state, the nodes each campaign tuned, and known agents, in
+// SQLite (WAL) under --state-dir. Every change is one transaction; a trial
+// that reached a final status is never changed or deleted again, so nothing
+// recorded is lost, whatever moment the controller is killed at.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+#include "crest/v1/controller.pb.h"
+
+struct sqlite3;
+
+namespace crest::controller {
+
+// What the controller learnt about one model of a campaign outside its trials.
+struct ModelState {
+  int64_t npu_block_num = 0;  // from the probe start (0: not probed)
+  std::string probe_node;
+  bool done = false;
+  std::string done_reason;
+};
+
+struct Batch {
+  std::vector<crest::v1::Campaign> campaigns;  // upserted (models progress not stored)
+  std::vector<crest::v1::Trial> trials;        // upserted; final ones are immutable
+  std::vector<std::pair<std::pair<std::string, std::string>, ModelState>>
+      models;                                                 // (campaign, model)
+  std::vector<std::pair<std::string, std::string>> tuned;     // (campaign, node) tuned
+  std::vector<std::pair<std::string, std::string>> restored;  // (campaign, node) restored
+  std::vector<crest::v1::AgentInfo> agents;
+  bool empty() const {
+    return campaigns.empty() && trials.empty() && models.empty() && tuned.empty() &&
+           restored.empty() && agents.empty();
+  }
+};
+
+struct StoredCampaign {
+  crest::v1::Campaign campaign;
+  std::vector<crest::v1::Trial> trials;  // in creation order
+  std::map<std::string, ModelState> models;
+  std::set<std::string> tuned;     // nodes whose host tuning this campaign applied
+  std::set<std::string> restored;  // of those, the ones restored already
+};
+
+struct Snapshot {
+  std::vector<StoredCampaign> campaigns;  // in creation order
+  std::vector<crest::v1::AgentInfo> agents;
+};
+
+bool IsFinal(crest::v1::TrialStatus status);
+
+class Store {
+ public:
+  // The schema version this build writes; older files are migrated on Open.
+  static constexpr int kSchemaVersion = 2;
+
+  // Opens (creating if needed) <dir>/controller.db and migrates it. A file
+  // written by a newer build is refused.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& dir);
+  // Same, stopping at `version` (tests of migrations).
+  static absl::StatusOr<std::unique_ptr<Store>> OpenAtVersionForTest(const std::string& dir,
+                                                                     int version);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // All of `batch` or nothing. FAILED_PRECONDITION when it would change a
+  // trial that is final already.
+  absl::Status Apply(const Batch& batch);
+  absl::StatusOr<Snapshot> Load();
+  absl::StatusOr<int> SchemaVersion();
+  // Next number for campaign ids (1 + campaigns ever created).
+  absl::StatusOr<int64_t> NextCampaignNumber();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  Store(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  absl::Status Exec(const std::string& sql);
+  absl::Status Migrate(int target);
+
+  absl::Mutex mu_;
+  sqlite3* db_;
+  std::string path_;
+};
+
+}  // namespace crest::controller

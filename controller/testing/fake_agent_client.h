@@ -1,0 +1,96 @@
+// A hand-written fake agent behind the AgentClient seam, for unit tests of
+// scheduling, retries and resume: canned npuBlockNum and throughput curve,
+// OOM above a limit, a switch that makes it unreachable, and a way to hold a
+// benchmark until the test releases it (to kill the node "mid-trial").
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+#include "controller/agent_client.h"
+
+namespace crest::controller::testing {
+
+class FakeAgent final : public AgentClient {
+ public:
+  explicit FakeAgent(std::string name) : name_(std::move(name)) {}
+
+  // --- knobs ---
+  void SetBlockNum(int64_t blocks);
+  // GenerateSpeed as a function of maxBatchSize.
+  void SetCurve(std::function<double(int64_t)> curve);
+  // Daemon starts with maxBatchSize above this fail with OUT_OF_MEMORY.
+  void SetOomAbove(int64_t max_batch_size);
+  void SetUnreachable(bool unreachable);
+  // While held, benchmarks block until ReleaseBenchmarks() (which lets the
+  // ones blocked now finish), cancellation or unreachability.
+  void HoldBenchmarks(bool hold);
+  void ReleaseBenchmarks();
+
+  // --- observations ---
+  int benchmarks_started() const;
+  int benchmarks_held() const;  // blocked right now
+  // Waits until `n` benchmarks are blocked; false after `timeout`.
+  bool AwaitHeld(int n, absl::Duration timeout) const;
+  // Waits until benchmark number `n` (1-based) has started and is blocked.
+  bool AwaitNthHeld(int n, absl::Duration timeout) const;
+  int tunings_applied() const;
+  int tunings_restored() const;
+  int daemons_running() const;
+  std::vector<crest::v1::StartDaemonRequest> starts() const;
+  std::vector<crest::v1::BenchmarkSpec> benchmarks() const;
+
+  // --- AgentClient ---
+  absl::StatusOr<crest::v1::NodeInfo> GetNodeInfo(absl::Duration timeout) override;
+  absl::StatusOr<crest::v1::HostTuningReply> ApplyHostTuning(
+      const crest::v1::ApplyHostTuningRequest& request, absl::Duration timeout) override;
+  absl::StatusOr<crest::v1::HostTuningReply> RestoreHostTuning(absl::Duration timeout) override;
+  absl::StatusOr<DaemonOutcome> StartDaemon(const crest::v1::StartDaemonRequest& request,
+                                            absl::Duration timeout, CancelSignal* cancel) override;
+  absl::Status StopDaemon(absl::Duration timeout) override;
+  absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(
+      const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
+      const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
+      CancelSignal* cancel) override;
+
+ private:
+  absl::Status Unreachable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::string name_;
+  mutable absl::Mutex mu_;
+  int64_t blocks_ ABSL_GUARDED_BY(mu_) = 2176;
+  std::function<double(int64_t)> curve_ ABSL_GUARDED_BY(mu_) = [](int64_t b) {
+    return static_cast<double>(b);
+  };
+  int64_t oom_above_ ABSL_GUARDED_BY(mu_) = 1 << 30;
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  int release_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
+  int benchmarks_started_ ABSL_GUARDED_BY(mu_) = 0;
+  int tunings_applied_ ABSL_GUARDED_BY(mu_) = 0;
+  int tunings_restored_ ABSL_GUARDED_BY(mu_) = 0;
+  int daemons_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t running_batch_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<crest::v1::StartDaemonRequest> starts_ ABSL_GUARDED_BY(mu_);
+  std::vector<crest::v1::BenchmarkSpec> benchmarks_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeConnector final : public AgentConnector {
+ public:
+  std::shared_ptr<FakeAgent> Add(const std::string& name);
+  std::shared_ptr<FakeAgent> agent(const std::string& name);
+  std::shared_ptr<AgentClient> Connect(const std::string& node,
+                                       const std::string& address) override;
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<FakeAgent>> agents_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace crest::controller::testing

@@ -1,0 +1,189 @@
+#include "loadgen/report.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace crest::loadgen {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+using nlohmann::ordered_json;
+
+double Seconds(const google::protobuf::Duration& d) {
+  return static_cast<double>(TimeUtil::DurationToNanoseconds(d)) / 1e9;
+}
+
+ordered_json Stats(const crest::v1::LatencyStats& s) {
+  return ordered_json{{"average", s.average_ms()},
+                      {"p50", s.p50_ms()},
+                      {"p90", s.p90_ms()},
+                      {"p99", s.p99_ms()},
+                      {"max", s.max_ms()}};
+}
+
+const char* ApiName(crest::v1::BenchmarkApi api) {
+  return api == crest::v1::BENCHMARK_API_OPENAI ? "openai" : "mindie";
+}
+
+const char* DatasetName(crest::v1::DatasetType type) {
+  switch (type) {
+    case crest::v1::DATASET_TYPE_JSONL:
+      return "jsonl";
+    case crest::v1::DATASET_TYPE_SYNTHETIC:
+      return "synthetic";
+    default:
+      return "gsm8k";
+  }
+}
+
+const char* SourceName(crest::v1::TokenCountSource source) {
+  switch (source) {
+    case crest::v1::TOKEN_COUNT_SOURCE_STREAM_EVENTS:
+      return "stream_events";
+    case crest::v1::TOKEN_COUNT_SOURCE_USAGE_FIELDS:
+      return "usage_fields";
+    default:
+      return "unknown";
+  }
+}
+
+ordered_json Parameters(const ReportContext& context) {
+  ordered_json p;
+  p["engine"] = context.engine;
+  if (context.options == nullptr) return p;
+  const RunOptions& o = *context.options;
+  const crest::v1::BenchmarkSpec& s = o.spec;
+  p["Http"] = o.target.base_url;
+  p["ManagementHttp"] = o.target.management_url;
+  p["api"] = ApiName(s.api());
+  p["TaskKind"] = s.task_kind() == crest::v1::TASK_KIND_TEXT ? "text" : "stream";
+  p["DatasetType"] = DatasetName(s.dataset().type());
+  p["DatasetPath"] = o.dataset_path;
+  if (s.dataset().type() == crest::v1::DATASET_TYPE_SYNTHETIC) {
+    p["SyntheticInputLen"] = s.dataset().synthetic_input_tokens();
+  }
+  p["ModelName"] = s.model_name();
+  p["Concurrency"] = s.concurrency();
+  p["RequestRate"] = s.request_rate();
+  p["Distribution"] =
+      s.distribution() == crest::v1::ARRIVAL_DISTRIBUTION_CONSTANT ? "constant" : "poisson";
+  p["RequestCount"] = s.request_count();
+  p["Duration"] = s.has_max_duration() ? Seconds(s.max_duration()) : 0.0;
+  p["MaxOutputLen"] = s.max_output_len();
+  p["WarmupRequests"] = s.warmup_requests();
+  p["RequestTimeOut"] = s.has_request_timeout() ? Seconds(s.request_timeout()) : 600.0;
+  p["seed"] = s.seed();
+  return p;
+}
+
+std::string Ms(double v) { return absl::StrFormat("%.4f ms", v); }
+
+}  // namespace
+
+std::string FormatJson(const crest::v1::BenchmarkResult& r, const ReportContext& context) {
+  ordered_json j;
+  j["GenerateSpeed"] = r.generate_speed();
+  j["GenerateSpeedPerClient"] = r.generate_speed_per_client();
+  j["FirstTokenTime"] = Stats(r.first_token_time());
+  j["DecodeTime"] = Stats(r.decode_time());
+  j["QPS"] = r.qps();
+  j["succeeded"] = r.succeeded();
+  j["failed"] = r.failed();
+  ordered_json failures = ordered_json::object();
+  // The proto map has no order; sort for a stable document.
+  std::map<std::string, uint64_t> sorted(r.failures().begin(), r.failures().end());
+  for (const auto& [reason, count] : sorted) failures[reason] = count;
+  j["failures"] = failures;
+  j["parameters"] = Parameters(context);
+  j["E2ELatency"] = Stats(r.e2e_latency());
+  j["FirstTokenTimeMin"] = r.first_token_time().min_ms();
+  j["DecodeTimeMin"] = r.decode_time().min_ms();
+  j["E2ELatencyMin"] = r.e2e_latency().min_ms();
+  j["InputTokens"] = r.input_tokens();
+  j["OutputTokens"] = r.output_tokens();
+  j["InputGenerateSpeed"] = r.input_generate_speed();
+  j["TotalGenerateSpeed"] = r.total_generate_speed();
+  j["Concurrency"] = r.concurrency();
+  j["TimeElapsed"] = Seconds(r.duration());
+  j["started"] = TimeUtil::ToString(r.started());
+  j["token_count_source"] = SourceName(r.token_count_source());
+  j["samples"] = {{"FirstTokenTime", r.first_token_time().samples()},
+                  {"DecodeTime", r.decode_time().samples()},
+                  {"E2ELatency", r.e2e_latency().samples()}};
+  return j.dump(2) + "\n";
+}
+
+std::string FormatTable(const crest::v1::BenchmarkResult& r, const ReportContext& context) {
+  std::string out = "The BenchMark test performance metric result is:\n";
+  const std::string rule = std::string(20, '-') + std::string(6 * 16, '-') + std::string(10, '-');
+  absl::StrAppendFormat(&out, "%-20s%16s%16s%16s%16s%16s%16s%10s\n", "Metric", "average", "max",
+                        "min", "P50", "P90", "P99", "N");
+  absl::StrAppend(&out, rule, "\n");
+  auto row = [&out](const char* name, const crest::v1::LatencyStats& s) {
+    absl::StrAppendFormat(&out, "%-20s%16s%16s%16s%16s%16s%16s%10d\n", name, Ms(s.average_ms()),
+                          Ms(s.max_ms()), Ms(s.min_ms()), Ms(s.p50_ms()), Ms(s.p90_ms()),
+                          Ms(s.p99_ms()), s.samples());
+  };
+  row("FirstTokenTime", r.first_token_time());
+  row("DecodeTime", r.decode_time());
+  row("GenerateTime", r.e2e_latency());
+  absl::StrAppend(&out, "\nThe BenchMark test common metric result is:\n");
+  absl::StrAppendFormat(&out, "%-26s%s\n", "Common Metric", "Value");
+  absl::StrAppend(&out, std::string(50, '-'), "\n");
+  auto kv = [&out](const char* name, const std::string& value) {
+    absl::StrAppendFormat(&out, "%-26s%s\n", name, value);
+  };
+  const double elapsed = Seconds(r.duration());
+  kv("CurrentTime", absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::Now(), absl::LocalTimeZone()));
+  kv("TimeElapsed", absl::StrFormat("%.4f s", elapsed));
+  kv("Failed", absl::StrCat(r.failed()));
+  kv("Returned", absl::StrCat(r.succeeded()));
+  kv("Total", absl::StrCat(r.succeeded() + r.failed()));
+  kv("Concurrency", absl::StrCat(r.concurrency()));
+  if (context.options != nullptr) kv("ModelName", context.options->spec.model_name());
+  kv("Throughput", absl::StrFormat("%.4f req/s", r.qps()));
+  kv("InputTokens", absl::StrCat(r.input_tokens()));
+  kv("GeneratedTokens", absl::StrCat(r.output_tokens()));
+  kv("GenerateSpeed", absl::StrFormat("%.4f token/s", r.generate_speed()));
+  kv("InputGenerateSpeed", absl::StrFormat("%.4f token/s", r.input_generate_speed()));
+  kv("TotalGenerateSpeed", absl::StrFormat("%.4f token/s", r.total_generate_speed()));
+  kv("GenerateSpeedPerClient", absl::StrFormat("%.4f token/s", r.generate_speed_per_client()));
+  kv("TokenCountSource", SourceName(r.token_count_source()));
+  if (!r.failures().empty()) {
+    std::map<std::string, uint64_t> sorted(r.failures().begin(), r.failures().end());
+    std::string reasons;
+    for (const auto& [reason, count] : sorted) {
+      absl::StrAppend(&reasons, reasons.empty() ? "" : ", ", reason, "=", count);
+    }
+    kv("FailureReasons", reasons);
+  }
+  return out;
+}
+
+std::string FormatCsv(const std::vector<RequestRecord>& requests) {
+  std::string out =
+      "index,sent_unix_ms,first_token_ms,decode_avg_ms,e2e_ms,input_tokens,output_tokens,"
+      "token_events,ok,failure,http_status\n";
+  for (const RequestRecord& r : requests) {
+    absl::StrAppendFormat(&out, "%d,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%s,%s,%d\n", r.index,
+                          absl::ToDoubleMilliseconds(r.sent - absl::UnixEpoch()), r.first_token_ms,
+                          r.decode_avg_ms, r.e2e_ms, r.input_tokens, r.output_tokens,
+                          r.token_events, r.ok ? "true" : "false", r.failure, r.http_status);
+  }
+  return out;
+}
+
+std::string FormatProgress(const crest::v1::BenchmarkProgress& p) {
+  std::string done = p.requests_total() > 0
+                         ? absl::StrCat(p.requests_done(), "/", p.requests_total())
+                         : absl::StrCat(p.requests_done());
+  return absl::StrFormat("requests %s (%d failed)  %.1f tokens/s  elapsed %.0fs  ETA %.0fs", done,
+                         p.requests_failed(), p.tokens_per_second(), Seconds(p.elapsed()),
+                         Seconds(p.eta()));
+}
+
+}  // namespace crest::loadgen

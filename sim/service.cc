@@ -1,0 +1,435 @@
+#include "sim/service.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include "sim/kv_cache.h"
+
+namespace crest::sim {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kJson = "application/json";
+
+// A small fixed vocabulary: deterministic, JSON-safe token texts.
+constexpr const char* kVocab[] = {
+    " the",  " answer", " is",   " of",   " and",  " to",   " we",    " so",   " total",
+    " each", " per",    " 2",    " 3",    " 5",    " 10",   " 18",    " =",    " +",
+    " *",    ".",       ",",     " she",  " he",   " has",  " makes", " day",  " eggs",
+    " $",    " first",  " then", " left", " more", " than", " times", " half", " step"};
+constexpr int kVocabSize = sizeof(kVocab) / sizeof(kVocab[0]);
+
+void ReplyError(Responder& out, int status, const std::string& message, const std::string& type) {
+  out.Reply(status, kJson, json{{"error", message}, {"error_type", type}}.dump());
+}
+
+std::string Escape(const std::string& s) {
+  std::string quoted = json(s).dump();
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+// Reads an optional positive integer at obj[key].
+bool ReadMaxTokens(const json& obj, const char* key, const std::string& path, int* out,
+                   std::string* error) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return true;
+  if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+    *error = absl::StrCat(path, ": expected a positive integer");
+    return false;
+  }
+  *out = static_cast<int>(std::min<int64_t>(it->get<int64_t>(), 1 << 30));
+  return true;
+}
+
+}  // namespace
+
+Service::Service(boost::asio::io_context& io, const SimConfig& config, const Profile& profile,
+                 const OutputLengthDistribution& workload, Engine* engine, SimMetrics* metrics,
+                 std::function<void()> on_stop)
+    : io_(io),
+      config_(config),
+      profile_(profile),
+      workload_(workload),
+      engine_(engine),
+      metrics_(metrics),
+      on_stop_(std::move(on_stop)) {}
+
+void Service::HandleBusiness(const HttpRequest& req, std::shared_ptr<Responder> out) {
+  std::string path = req.target.substr(0, req.target.find('?'));
+  if (path == "/v1/models" && req.method == "GET") {
+    json models = {
+        {"object", "list"},
+        {"data",
+         json::array(
+             {{{"id", config_.model_name}, {"object", "model"}, {"owned_by", "mindie-sim"}}})}};
+    out->Reply(200, kJson, models.dump());
+    return;
+  }
+  Api api;
+  if (path == "/v1/completions") {
+    api = Api::kCompletions;
+  } else if (path == "/v1/chat/completions") {
+    api = Api::kChat;
+  } else if (path == "/infer") {
+    api = Api::kInfer;
+  } else if (path == "/generate") {
+    api = Api::kGenerate;
+  } else if (path == "/generate_stream") {
+    api = Api::kGenerateStream;
+  } else {
+    ReplyError(*out, 404, absl::StrCat("no route ", path), "not_found");
+    return;
+  }
+  if (req.method != "POST") {
+    ReplyError(*out, 405, absl::StrCat(path, " expects POST"), "method_not_allowed");
+    return;
+  }
+  StartGeneration(api, req, std::move(out));
+}
+
+void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<Responder> out) {
+  if (!ready_) {
+    ReplyError(*out, 503, "service is not ready (model loading)", "service_unavailable");
+    return;
+  }
+  if (static_cast<int>(inflight_.size()) >= config_.server.max_link_num) {
+    ReplyError(
+        *out, 503,
+        absl::StrCat("too many requests: maxLinkNum ", config_.server.max_link_num, " in flight"),
+        "service_unavailable");
+    return;
+  }
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    ReplyError(*out, 400, "request body: expected a JSON object", "validation_error");
+    return;
+  }
+  std::string prompt;
+  int max_tokens = config_.max_iter_times;
+  bool stream = api == Api::kGenerateStream;
+  std::string error;
+  auto string_at = [&](const char* key) -> bool {
+    auto it = body.find(key);
+    if (it == body.end() || !it->is_string()) {
+      error = absl::StrCat(key, ": expected a string");
+      return false;
+    }
+    prompt = it->get<std::string>();
+    return true;
+  };
+  bool ok = true;
+  switch (api) {
+    case Api::kCompletions:
+      if (auto it = body.find("prompt");
+          it != body.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
+        prompt = (*it)[0].get<std::string>();
+      } else {
+        ok = string_at("prompt");
+      }
+      ok = ok && ReadMaxTokens(body, "max_tokens", "max_tokens", &max_tokens, &error);
+      break;
+    case Api::kChat: {
+      auto it = body.find("messages");
+      if (it == body.end() || !it->is_array() || it->empty()) {
+        error = "messages: expected a non-empty array";
+        ok = false;
+        break;
+      }
+      for (const json& m : *it) {
+        if (m.is_object() && m.contains("content") && m["content"].is_string()) {
+          absl::StrAppend(&prompt, m["content"].get<std::string>(), "\n");
+        }
+      }
+      ok = ReadMaxTokens(body, "max_tokens", "max_tokens", &max_tokens, &error);
+      break;
+    }
+    case Api::kInfer:
+    case Api::kGenerate:
+    case Api::kGenerateStream: {
+      bool tgi = body.contains("inputs");
+      ok = string_at(tgi ? "inputs" : "prompt");
+      if (ok && tgi) {
+        auto params = body.find("parameters");
+        if (params != body.end() && params->is_object()) {
+          ok = ReadMaxTokens(*params, "max_new_tokens", "parameters.max_new_tokens", &max_tokens,
+                             &error);
+        }
+      } else if (ok) {
+        ok = ReadMaxTokens(body, "max_tokens", "max_tokens", &max_tokens, &error);
+      }
+      break;
+    }
+    case Api::kProbe:
+      break;
+  }
+  if (ok && api != Api::kGenerateStream) {
+    if (auto it = body.find("stream"); it != body.end()) {
+      if (!it->is_boolean()) {
+        error = "stream: expected a boolean";
+        ok = false;
+      } else {
+        stream = it->get<bool>();
+      }
+    }
+  }
+  if (!ok) {
+    ReplyError(*out, 400, error, "validation_error");
+    return;
+  }
+  int prompt_tokens = CountPromptTokens(prompt, profile_.prompt_template_tokens);
+  if (prompt_tokens > config_.max_input_token_len) {
+    ReplyError(*out, 400,
+               absl::StrCat("prompt has ", prompt_tokens, " tokens, more than maxInputTokenLen ",
+                            config_.max_input_token_len),
+               "validation_error");
+    return;
+  }
+  int cap = std::min({max_tokens, config_.max_iter_times, config_.max_seq_len - prompt_tokens});
+  if (cap < 1) {
+    ReplyError(*out, 400, "prompt leaves no room for output within maxSeqLen", "validation_error");
+    return;
+  }
+  bool ignore_eos = body.contains("ignore_eos") && body["ignore_eos"].is_boolean() &&
+                    body["ignore_eos"].get<bool>();
+  if (auto params = body.find("parameters"); params != body.end() && params->is_object()) {
+    if (auto ie = params->find("ignore_eos"); ie != params->end() && ie->is_boolean()) {
+      ignore_eos = ie->get<bool>();
+    }
+  }
+  int natural = ignore_eos ? cap : NaturalOutputLength(workload_, prompt);
+  uint64_t id = next_id_++;
+  Inflight f;
+  f.out = out;
+  f.api = api;
+  f.stream = stream;
+  f.prompt_tokens = prompt_tokens;
+  f.output_tokens = std::min(natural, cap);
+  f.capped = natural >= cap;
+  auto created = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  std::string model = Escape(config_.model_name);
+  if (api == Api::kCompletions) {
+    f.prefix = absl::StrCat("data: {\"id\":\"cmpl-", id,
+                            "\",\"object\":\"text_completion\",\"created\":", created,
+                            ",\"model\":\"", model, "\",\"choices\":[{\"index\":0,\"text\":\"");
+  } else if (api == Api::kChat) {
+    f.prefix = absl::StrCat("data: {\"id\":\"chatcmpl-", id,
+                            "\",\"object\":\"chat.completion.chunk\",\"created\":", created,
+                            ",\"model\":\"", model,
+                            "\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+                            "\"content\":\"");
+  }
+  absl::Status status = engine_->Submit({id, prompt_tokens, f.output_tokens});
+  if (!status.ok()) {
+    ReplyError(*out, 400, std::string(status.message()), "validation_error");
+    return;
+  }
+  metrics_->requests.Increment();
+  metrics_->prompt.Increment(prompt_tokens);
+  if (stream) out->BeginStream();
+  out->SetOnAbort([this, id] {
+    inflight_.erase(id);
+    engine_->Cancel(id);
+  });
+  inflight_.emplace(id, std::move(f));
+}
+
+std::string Service::TokenText(uint64_t id, int index, int* token_id) const {
+  uint64_t h =
+      (id * 0x9E3779B97F4A7C15ULL) ^ (static_cast<uint64_t>(index) * 0xBF58476D1CE4E5B9ULL);
+  int v = static_cast<int>((h >> 33) % kVocabSize);
+  *token_id = 1000 + v;
+  return kVocab[v];
+}
+
+void Service::OnTokens(const std::vector<TokenEvent>& events) {
+  for (const TokenEvent& e : events) {
+    auto it = inflight_.find(e.id);
+    if (it == inflight_.end()) continue;
+    Inflight& f = it->second;
+    int token_id = 0;
+    std::string tok = TokenText(e.id, e.generated, &token_id);
+    f.text += tok;
+    if (f.stream) {
+      std::string event;
+      const char* reason = f.capped ? "length" : "stop";
+      switch (f.api) {
+        case Api::kCompletions:
+        case Api::kChat: {
+          // The chat delta object needs one more closing brace.
+          const char* close = f.api == Api::kChat ? "\"}" : "\"";
+          if (e.finished) {
+            event = absl::StrCat(f.prefix, tok, close, ",\"finish_reason\":\"", reason,
+                                 "\"}],\"usage\":{\"prompt_tokens\":", f.prompt_tokens,
+                                 ",\"completion_tokens\":", e.generated,
+                                 ",\"total_tokens\":", f.prompt_tokens + e.generated, "}}\n\n");
+          } else {
+            event = absl::StrCat(f.prefix, tok, close, ",\"finish_reason\":null}]}\n\n");
+          }
+          break;
+        }
+        default:
+          if (e.finished) {
+            event = absl::StrCat(
+                "data: {\"token\":{\"id\":", token_id, ",\"text\":\"", tok,
+                "\"},\"generated_text\":\"", f.text, "\",\"details\":{\"finish_reason\":\"",
+                f.capped ? "length" : "eos_token", "\",\"generated_tokens\":", e.generated,
+                ",\"prompt_tokens\":", f.prompt_tokens, "}}\n\n");
+          } else {
+            event = absl::StrCat("data: {\"token\":{\"id\":", token_id, ",\"text\":\"", tok,
+                                 "\"},\"generated_text\":null,\"details\":null}\n\n");
+          }
+          break;
+      }
+      if (e.finished) event += "data: [DONE]\n\n";
+      f.out->Send(event);
+    }
+    if (e.finished) {
+      Finish(e.id, f);
+      inflight_.erase(it);
+    }
+  }
+}
+
+void Service::Finish(uint64_t id, Inflight& f) {
+  metrics_->finished.Increment();
+  if (f.on_done) {
+    f.on_done();
+    return;
+  }
+  if (f.stream) {
+    f.out->EndStream();
+    return;
+  }
+  int generated = static_cast<int>(f.output_tokens);
+  json details = {{"finish_reason", f.capped ? "length" : "eos_token"},
+                  {"generated_tokens", generated},
+                  {"prompt_tokens", f.prompt_tokens}};
+  json usage = {{"prompt_tokens", f.prompt_tokens},
+                {"completion_tokens", generated},
+                {"total_tokens", f.prompt_tokens + generated}};
+  json reply;
+  auto created = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  const char* reason = f.capped ? "length" : "stop";
+  switch (f.api) {
+    case Api::kCompletions:
+      reply = {
+          {"id", absl::StrCat("cmpl-", id)},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", config_.model_name},
+          {"choices", json::array({{{"index", 0}, {"text", f.text}, {"finish_reason", reason}}})},
+          {"usage", usage}};
+      break;
+    case Api::kChat:
+      reply = {{"id", absl::StrCat("chatcmpl-", id)},
+               {"object", "chat.completion"},
+               {"created", created},
+               {"model", config_.model_name},
+               {"choices", json::array({{{"index", 0},
+                                         {"message", {{"role", "assistant"}, {"content", f.text}}},
+                                         {"finish_reason", reason}}})},
+               {"usage", usage}};
+      break;
+    default:
+      reply = {{"generated_text", f.text}, {"details", details}};
+      break;
+  }
+  f.out->Reply(200, kJson, reply.dump());
+}
+
+void Service::HandleManagement(const HttpRequest& req, std::shared_ptr<Responder> out) {
+  std::string path = req.target.substr(0, req.target.find('?'));
+  if (path == "/v2/health/live") {
+    out->Reply(200, kJson, R"({"status":"live"})");
+  } else if (path == "/v2/health/ready") {
+    if (ready_) {
+      out->Reply(200, kJson, R"({"status":"ready"})");
+    } else {
+      out->Reply(503, kJson, R"({"status":"not ready"})");
+    }
+  } else if (absl::StartsWith(path, "/health/timed-")) {
+    int seconds = 0;
+    if (!absl::SimpleAtoi(path.substr(14), &seconds) || seconds < 1 || seconds > 600) {
+      ReplyError(*out, 400, "/health/timed-N: N must be an integer in [1, 600]",
+                 "validation_error");
+      return;
+    }
+    Timed(seconds, std::move(out));
+  } else if (path == "/v1/status") {
+    out->Reply(200, kJson,
+               json{{"status", ready_ ? "ready" : "loading"},
+                    {"running", static_cast<int64_t>(metrics_->running.Value())},
+                    {"waiting", static_cast<int64_t>(metrics_->waiting.Value())}}
+                   .dump());
+  } else if (path == "/v1/config") {
+    out->Reply(200, kJson,
+               json{{"modelName", config_.model_name},
+                    {"maxBatchSize", config_.max_batch_size},
+                    {"maxPrefillBatchSize", config_.max_prefill_batch_size},
+                    {"cacheBlockSize", config_.cache_block_size},
+                    {"maxIterTimes", config_.max_iter_times},
+                    {"profile", profile_.name}}
+                   .dump());
+  } else if (path == "/stopService") {
+    out->Reply(200, kJson, R"({"status":"stopping"})");
+    if (on_stop_) on_stop_();
+  } else {
+    ReplyError(*out, 404, absl::StrCat("no route ", path), "not_found");
+  }
+}
+
+// Runs a one-token probe inference and answers 200 when it finishes within
+// `seconds` (real time), else 503.
+void Service::Timed(int seconds, std::shared_ptr<Responder> out) {
+  if (!ready_) {
+    ReplyError(*out, 503, "service is not ready (model loading)", "service_unavailable");
+    return;
+  }
+  uint64_t id = next_id_++;
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::seconds(seconds));
+  auto answered = std::make_shared<bool>(false);
+  Inflight f;
+  f.out = out;
+  f.api = Api::kProbe;
+  f.prompt_tokens = 8;
+  f.output_tokens = 1;
+  f.on_done = [out, timer, answered] {
+    if (*answered) return;
+    *answered = true;
+    timer->cancel();
+    out->Reply(200, kJson, R"({"status":"healthy"})");
+  };
+  if (!engine_->Submit({id, 8, 1}).ok()) {
+    ReplyError(*out, 500, "probe inference failed", "internal");
+    return;
+  }
+  inflight_.emplace(id, std::move(f));
+  timer->async_wait([this, id, out, answered](boost::system::error_code ec) {
+    if (ec || *answered) return;
+    *answered = true;
+    inflight_.erase(id);
+    engine_->Cancel(id);
+    ReplyError(*out, 503, "probe inference did not finish in time", "timeout");
+  });
+}
+
+void Service::HandleMetrics(const HttpRequest& req, std::shared_ptr<Responder> out) {
+  std::string path = req.target.substr(0, req.target.find('?'));
+  if (path != "/metrics") {
+    ReplyError(*out, 404, absl::StrCat("no route ", path), "not_found");
+    return;
+  }
+  out->Reply(200, "text/plain; version=0.0.4", metrics_->Serialize());
+}
+
+}  // namespace crest::sim

@@ -1,0 +1,366 @@
+// End to end: a real crest-controller and real crest-agents (each running its
+// own mindie-sim) on loopback with mutual TLS from a throwaway CA, driven by
+// the real `crest` CLI. Covers a full campaign, controller SIGKILL + resume,
+// agent SIGKILL mid-trial + retry elsewhere, and bad specs / bad flags.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "agent/testing/fake_sysfs.h"
+#include "common/file_util.h"
+#include "common/testing/test_ca.h"
+#include "tests/e2e/e2e_harness.h"
+
+namespace crest::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kStartup = absl::Seconds(20);
+// Simulated time runs this much faster than real time.
+constexpr double kTimeScale = 200;
+
+class CampaignE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BecomeSubreaper();
+    auto ca = crest::testing::TestCa::Create(dir_.path(), "e2e");
+    ASSERT_TRUE(ca.ok()) << ca.status();
+    ca_ = std::make_unique<crest::testing::TestCa>(*ca);
+    auto controller = ca_->Issue("crest-controller");
+    auto cli = ca_->Issue("crest-cli");
+    ASSERT_TRUE(controller.ok() && cli.ok());
+    controller_cert_ = *controller;
+    cli_cert_ = *cli;
+  }
+
+  void TearDown() override {
+    processes_.clear();
+    controller_.reset();
+    agents_.clear();
+    KillAllChildren();
+  }
+
+  std::vector<std::string> Tls(const crest::testing::CertFiles& c) const {
+    return {"--tls-cert", c.cert, "--tls-key", c.key, "--tls-ca", ca_->ca_file()};
+  }
+
+  // Starts an agent serving `model` from its own mindie-sim and fake sysfs;
+  // registers with the controller when `controller` is set. Returns its address.
+  std::string StartAgent(const std::string& name, const std::string& model,
+                         const std::string& controller = "", double time_scale = kTimeScale) {
+    auto cert = ca_->Issue(name);
+    EXPECT_TRUE(cert.ok());
+    std::string root = dir_.File(name);
+    crest::agent::testing::FakeSysfsSpec sysfs;
+    crest::agent::testing::WriteFakeSysfs(root + "/sys", sysfs);
+    std::string config = root + "/agent.yaml";
+    EXPECT_TRUE(WriteFileAtomically(
+                    config, absl::StrCat("sim: {model: ", model, ", time_scale: ", time_scale,
+                                         ", seed: 7}\nlabels: {model: ", model, "}\n"))
+                    .ok());
+    std::vector<std::string> args = {
+        "--listen",      "127.0.0.1:0",  "--config",    config,        "--state-dir",
+        root + "/state", "--sysfs-root", root + "/sys", "--node-name", name};
+    for (auto& a : Tls(*cert)) args.push_back(a);
+    if (!controller.empty()) {
+      args.push_back("--controller");
+      args.push_back(controller);
+    }
+    auto p = Process::Start("crest-agent", args, name);
+    EXPECT_TRUE(p.ok()) << p.status();
+    auto port = (*p)->WaitForNumberAfter("crest-agent: listening on 127.0.0.1:", kStartup);
+    EXPECT_TRUE(port.ok()) << port.status();
+    agents_[name] = std::move(*p);
+    return absl::StrCat("127.0.0.1:", port.ok() ? *port : 0);
+  }
+
+  // Starts the controller on `state_dir`; returns its address.
+  std::string StartController(const std::string& state_dir, const std::string& agents = "") {
+    std::vector<std::string> args = {"--listen", "127.0.0.1:0",          "--state-dir",
+                                     state_dir,  "--heartbeat-interval", "0.5"};
+    if (!agents.empty()) {
+      args.push_back("--agents");
+      args.push_back(agents);
+    }
+    for (auto& a : Tls(controller_cert_)) args.push_back(a);
+    auto p = Process::Start("crest-controller", args, "controller");
+    EXPECT_TRUE(p.ok()) << p.status();
+    auto port = (*p)->WaitForNumberAfter("listening on port ", kStartup);
+    EXPECT_TRUE(port.ok()) << port.status();
+    controller_ = std::move(*p);
+    controller_address_ = absl::StrCat("127.0.0.1:", port.ok() ? *port : 0);
+    return controller_address_;
+  }
+
+  CommandResult Cli(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(30)) {
+    args.push_back("--controller");
+    args.push_back(controller_address_);
+    for (auto& a : Tls(cli_cert_)) args.push_back(a);
+    return Run("crest", args, timeout);
+  }
+
+  std::string Submit(const std::string& yaml) {
+    std::string file = dir_.File(absl::StrCat("spec", ++specs_, ".yaml"));
+    EXPECT_TRUE(WriteFileAtomically(file, yaml).ok());
+    CommandResult r = Cli({"campaign", "submit", "-f", file, "--output", "json"});
+    EXPECT_EQ(r.code, 0) << r.output;
+    auto j = nlohmann::json::parse(r.output, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("id")) << r.output;
+    return j.is_object() ? j.value("id", "") : "";
+  }
+
+  // Follows the campaign with `crest campaign watch` until it ends.
+  CommandResult Watch(const std::string& id) {
+    return Cli({"campaign", "watch", id}, absl::Seconds(120));
+  }
+
+  nlohmann::json Report(const std::string& id) {
+    std::string file = dir_.File(id + "-report.json");
+    CommandResult r = Cli({"campaign", "report", id, "--format", "json", "-o", file});
+    EXPECT_EQ(r.code, 0) << r.output;
+    auto text = ReadFileToString(file);
+    EXPECT_TRUE(text.ok());
+    return nlohmann::json::parse(text.ok() ? *text : "{}", nullptr, false);
+  }
+
+  static const nlohmann::json& Model(const nlohmann::json& report, const std::string& name) {
+    for (const auto& m : report["models"]) {
+      if (m["model"] == name) return m;
+    }
+    static const nlohmann::json kNull;
+    ADD_FAILURE() << "no model " << name << " in " << report.dump();
+    return kNull;
+  }
+
+  // Every (point, repeat) measured at most once ok; returns point -> ok count.
+  static std::map<int64_t, int> OkPerPoint(const nlohmann::json& model) {
+    std::map<int64_t, int> ok;
+    for (const auto& t : model["trials"]) {
+      if (t["status"] == "ok" && !t["calibration"].get<bool>()) {
+        ++ok[t["maxBatchSize"].get<int64_t>() * 1000 + t["repeat"].get<int64_t>()];
+      }
+    }
+    return ok;
+  }
+
+  crest::testing::TempDir dir_;
+  std::unique_ptr<crest::testing::TestCa> ca_;
+  crest::testing::CertFiles controller_cert_;
+  crest::testing::CertFiles cli_cert_;
+  std::map<std::string, std::unique_ptr<Process>> agents_;
+  std::unique_ptr<Process> controller_;
+  std::vector<std::unique_ptr<Process>> processes_;
+  std::string controller_address_;
+  int specs_ = 0;
+};
+
+TEST_F(CampaignE2e, CampaignOverThreeAgentsProducesTheReport) {
+  std::string controller = StartController(dir_.File("ctl"));
+  StartAgent("node-1", "LLaMa3-8B", controller);
+  StartAgent("node-2", "LLaMa3-8B", controller);
+  StartAgent("node-3", "LLaMa2-13B", controller);
+  for (const char* n : {"node-1", "node-2", "node-3"}) {
+    ASSERT_TRUE(controller_->WaitForLine(absl::StrCat("agent ", n, " registered"), kStartup).ok());
+  }
+  std::string id = Submit(R"(name: e2e
+models:
+  - {name: LLaMa3-8B, nodes: [node-1, node-2], parallel: 2}
+  - {name: LLaMa2-13B, selector: {model: LLaMa2-13B}}
+search: {max_trials: 3, tolerance: 0.5}
+client: {request_count: 40, max_output_len: 64}
+host: {governor: performance, thp: always}
+)");
+  ASSERT_EQ(id, "c1");
+  CommandResult watch = Watch(id);
+  EXPECT_EQ(watch.code, 0) << watch.output;
+  EXPECT_THAT(watch.output, HasSubstr("campaign c1: succeeded"));
+  EXPECT_THAT(watch.output, HasSubstr("LLaMa3-8B"));
+
+  nlohmann::json report = Report(id);
+  EXPECT_EQ(report["id"], "c1");
+  EXPECT_EQ(report["state"], "succeeded");
+  const auto& llama3 = Model(report, "LLaMa3-8B");
+  ASSERT_EQ(llama3["trials"].size(), 3u) << llama3.dump(2);
+  // Auto range from npuBlockNum 2176 with MaxOutputLen 64: start floor(2176 / 3) = 725.
+  std::vector<int64_t> points;
+  std::set<std::string> nodes;
+  for (const auto& t : llama3["trials"]) {
+    EXPECT_EQ(t["status"], "ok") << t.dump();
+    EXPECT_EQ(t["npuBlockNum"], 2176);
+    EXPECT_EQ(t["maxPrefillBatchSize"], t["maxBatchSize"].get<int64_t>() / 2);
+    EXPECT_GT(t["GenerateSpeed"].get<double>(), 0);
+    EXPECT_GT(t["FirstTokenTime"].get<double>(), 0);
+    EXPECT_FALSE(t["started"].get<std::string>().empty());
+    points.push_back(t["maxBatchSize"]);
+    nodes.insert(t["node"]);
+  }
+  std::sort(points.begin(), points.end());
+  EXPECT_THAT(points, ::testing::ElementsAre(725, 800, 900));
+  EXPECT_THAT(nodes, ::testing::IsSubsetOf({"node-1", "node-2"}));
+  EXPECT_FALSE(llama3["best"].is_null());
+  EXPECT_GT(llama3["best"]["GenerateSpeed"].get<double>(), 0);
+  const auto& llama2 = Model(report, "LLaMa2-13B");
+  ASSERT_FALSE(llama2["trials"].empty());
+  for (const auto& t : llama2["trials"]) EXPECT_EQ(t["node"], "node-3");
+  // Every tuned node was restored at the end (the fake sysfs holds the old values again).
+  for (const char* n : {"node-1", "node-2", "node-3"}) {
+    EXPECT_EQ(agent::testing::ReadFakeFile(
+                  dir_.File(absl::StrCat(n, "/sys/kernel/mm/transparent_hugepage/enabled"))),
+              "always [madvise] never")
+        << n;
+    EXPECT_EQ(agent::testing::ReadFakeFile(dir_.File(
+                  absl::StrCat(n, "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))),
+              "powersave")
+        << n;
+  }
+  EXPECT_THAT(controller_->output(), HasSubstr("host settings of node-1 restored"));
+  CommandResult csv = Cli({"campaign", "report", id, "--format", "csv"});
+  EXPECT_EQ(csv.code, 0);
+  EXPECT_THAT(csv.output, HasSubstr("campaign,model,trial,node,status"));
+  CommandResult table = Cli({"campaign", "report", id});
+  EXPECT_THAT(table.output, HasSubstr("<== peak"));
+  CommandResult status = Cli({"campaign", "status", id, "--output", "json"});
+  EXPECT_EQ(nlohmann::json::parse(status.output, nullptr, false)["state"], "succeeded");
+}
+
+TEST_F(CampaignE2e, ControllerSigkillMidCampaignResumesWithoutLossOrDuplicates) {
+  // Slower simulated time: the kill must land inside a trial (~1 s each).
+  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", 40);
+  std::string state = dir_.File("ctl");
+  StartController(state, "node-1=" + a1);
+  std::string id = Submit(R"(name: resume
+models: [{name: LLaMa3-8B}]
+search: {range: [100, 400], initial: 100, tolerance: 0.5}
+client: {request_count: 30, max_output_len: 64}
+)");
+  // Kill it while the second trial runs (its start is logged after it is recorded).
+  ASSERT_TRUE(controller_->WaitForLine("trial c1-t2 maxBatchSize 200", absl::Seconds(60)).ok())
+      << controller_->output();
+  controller_->Kill();
+  controller_->Wait(absl::Seconds(10));
+  EXPECT_THAT(controller_->output(), ::testing::Not(HasSubstr("trial c1-t2 maxBatchSize 200 on")));
+  StartController(state, "node-1=" + a1);
+  ASSERT_TRUE(controller_->WaitForLine("resuming campaign c1", kStartup).ok());
+  CommandResult watch = Watch(id);
+  EXPECT_EQ(watch.code, 0) << watch.output;
+  nlohmann::json report = Report(id);
+  EXPECT_EQ(report["state"], "succeeded");
+  const auto& m = Model(report, "LLaMa3-8B");
+  std::vector<std::string> summary;
+  for (const auto& t : m["trials"]) {
+    summary.push_back(absl::StrCat(t["maxBatchSize"].get<int64_t>(), ":",
+                                   t["status"].get<std::string>(), ":", t["attempt"].get<int>()));
+  }
+  // 100 ok before the kill (not re-run), 200 interrupted once and re-run once.
+  ASSERT_GE(summary.size(), 3u) << absl::StrJoin(summary, " ");
+  EXPECT_EQ(summary[0], "100:ok:1");
+  EXPECT_EQ(summary[1], "200:interrupted:1");
+  EXPECT_EQ(summary[2], "200:ok:2");
+  EXPECT_THAT(m["trials"][1]["reason"].get<std::string>(), HasSubstr("controller restarted"));
+  for (const auto& [point, n] : OkPerPoint(m)) EXPECT_EQ(n, 1) << point;
+  int interrupted = 0;
+  for (const auto& t : m["trials"]) interrupted += t["status"] == "interrupted" ? 1 : 0;
+  EXPECT_EQ(interrupted, 1);
+}
+
+TEST_F(CampaignE2e, AgentSigkillMidTrialIsRetriedOnAnotherNode) {
+  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", 40);
+  std::string a2 = StartAgent("node-2", "LLaMa3-8B", "", 40);
+  StartController(dir_.File("ctl"), absl::StrCat("node-1=", a1, ",node-2=", a2));
+  ASSERT_TRUE(controller_->WaitForLine("agent node-2 at", kStartup).ok());
+  ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
+  std::string id = Submit(R"(name: lost
+models: [{name: LLaMa3-8B, nodes: [node-1, node-2]}]
+search: {range: [100, 300], initial: 100, tolerance: 0.5}
+client: {request_count: 30, max_output_len: 64}
+)");
+  ASSERT_TRUE(controller_
+                  ->WaitForLine("trial c1-t1 maxBatchSize 100 (repeat 0, attempt 1) on node-1",
+                                absl::Seconds(60))
+                  .ok())
+      << controller_->output();
+  agents_["node-1"]->Kill();
+  CommandResult watch = Watch(id);
+  EXPECT_EQ(watch.code, 0) << watch.output;
+  nlohmann::json report = Report(id);
+  EXPECT_EQ(report["state"], "succeeded");
+  const auto& m = Model(report, "LLaMa3-8B");
+  ASSERT_GE(m["trials"].size(), 2u);
+  EXPECT_EQ(m["trials"][0]["node"], "node-1");
+  EXPECT_EQ(m["trials"][0]["status"], "interrupted");
+  EXPECT_THAT(m["trials"][0]["reason"].get<std::string>(), HasSubstr("node-1"));
+  EXPECT_EQ(m["trials"][1]["node"], "node-2");
+  EXPECT_EQ(m["trials"][1]["maxBatchSize"], 100);
+  EXPECT_EQ(m["trials"][1]["status"], "ok");
+  EXPECT_EQ(m["trials"][1]["attempt"], 2);
+  for (size_t i = 1; i < m["trials"].size(); ++i) EXPECT_EQ(m["trials"][i]["node"], "node-2");
+  for (const auto& [point, n] : OkPerPoint(m)) EXPECT_EQ(n, 1) << point;
+  EXPECT_EQ(OkPerPoint(m).size(), 3u);  // 100, 200, 300 each once
+  CommandResult agents = Cli({"campaign", "agents", "--output", "json"});
+  auto j = nlohmann::json::parse(agents.output, nullptr, false);
+  ASSERT_TRUE(j.is_array()) << agents.output;
+  for (const auto& a : j) {
+    EXPECT_EQ(a["state"], a["node"] == "node-1" ? "lost" : "ready") << a.dump();
+  }
+}
+
+TEST_F(CampaignE2e, BadSpecsAndBadFlagsGetClearErrors) {
+  StartController(dir_.File("ctl"));
+  std::string bad = dir_.File("bad.yaml");
+  ASSERT_TRUE(WriteFileAtomically(bad, R"(name: bad
+models:
+  - name: LLaMa3-8B
+    nodes: node-1
+search: {stratgy: step, range: [500, 100]}
+client: {mode: rate}
+)")
+                  .ok());
+  CommandResult r = Cli({"campaign", "submit", "-f", bad});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("campaign spec has 4 problems"));
+  EXPECT_THAT(r.output, HasSubstr("bad.yaml:4: models[0].nodes: expected a list of node names"));
+  EXPECT_THAT(r.output, HasSubstr("bad.yaml:5: search.stratgy: unknown key 'stratgy'; did you "
+                                  "mean 'strategy'?"));
+  EXPECT_THAT(r.output, HasSubstr("bad.yaml:5: search.range: lo 500 is above hi 100"));
+  EXPECT_THAT(r.output, HasSubstr("client.request_rate: required in rate mode"));
+  EXPECT_THAT(Cli({"campaign", "list"}).output, ::testing::Not(HasSubstr("bad")));
+
+  r = Cli({"campaign", "submit", "-f", dir_.File("missing.yaml")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("missing.yaml"));
+  r = Cli({"campaign", "status", "c42"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("no campaign 'c42'"));
+  r = Cli({"campaign", "report", "c1", "--format", "xml"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--format"));
+  r = Run("crest", {"campaign", "status", "c1"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--controller is required"));
+  // The controller refuses a client without a certificate from its CA.
+  r = Run("crest", {"campaign", "list", "--controller", controller_address_, "--insecure"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("cannot reach the controller"));
+  r = Run("crest-controller", {"--listen", "127.0.0.1:0"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--state-dir is required"));
+  r = Run("crest-controller",
+          {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("x"), "--agents", "a=b"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--agents: 'a=b': address must be HOST:PORT"));
+  r = Run("crest-controller",
+          {"--listen", "10.1.2.3:0", "--state-dir", dir_.File("y"), "--insecure"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--insecure is allowed only on loopback"));
+}
+
+}  // namespace
+}  // namespace crest::e2e

@@ -1,0 +1,72 @@
+// Real-process harness for the end-to-end tests: spawns Crest binaries from
+// $CREST_BIN_DIR in their own process groups, drains their output on a thread
+// (so a chatty child never blocks) and lets tests wait for a line with a
+// deadline. The test process becomes a child subreaper so daemons orphaned by
+// a SIGKILLed agent are reparented to it and can be reaped at the end.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+#include "common/subprocess.h"
+
+namespace crest::e2e {
+
+std::string BinDir();
+std::string SourceDir();
+
+class Process {
+ public:
+  // Starts `binary` (a name in $CREST_BIN_DIR) with `args`.
+  static absl::StatusOr<std::unique_ptr<Process>> Start(const std::string& binary,
+                                                        const std::vector<std::string>& args,
+                                                        const std::string& name);
+  ~Process();  // SIGKILLs the group, reaps, joins the reader
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  // Waits until the output contains `needle`; returns the line holding it.
+  absl::StatusOr<std::string> WaitForLine(const std::string& needle, absl::Duration timeout);
+  // Extracts the number after `prefix` in the first line containing it (e.g. a port).
+  absl::StatusOr<int> WaitForNumberAfter(const std::string& prefix, absl::Duration timeout);
+  std::string output() const;
+  void Kill();  // SIGKILL of the whole group
+  // SIGTERM, then waits for the exit.
+  std::optional<ExitInfo> Terminate(absl::Duration timeout);
+  std::optional<ExitInfo> Wait(absl::Duration timeout);
+  pid_t pid() const { return proc_->pid(); }
+
+ private:
+  Process() = default;
+  void Drain();
+
+  std::string name_;
+  std::unique_ptr<Subprocess> proc_;
+  std::thread reader_;
+  mutable absl::Mutex mu_;
+  std::string out_ ABSL_GUARDED_BY(mu_);
+  bool eof_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct CommandResult {
+  int code = -1;
+  std::string output;  // stdout and stderr
+};
+
+// Runs `binary args...` to completion (at most `timeout`).
+CommandResult Run(const std::string& binary, const std::vector<std::string>& args,
+                  absl::Duration timeout = absl::Seconds(30));
+
+// Marks this process a child subreaper (once).
+void BecomeSubreaper();
+// SIGKILLs and reaps every remaining child of this process (orphaned
+// daemons included); returns how many there were.
+int KillAllChildren();
+
+}  // namespace crest::e2e

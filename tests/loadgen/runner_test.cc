@@ -1,0 +1,426 @@
+// crest_loadgen's RunBenchmark against the in-process paced SSE server: the
+// figures match the server's own record of what it sent and when, and every
+// fault mode ends as a counted failure with its reason (nothing hangs).
+#include "loadgen/runner.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <numeric>
+
+#include "google/protobuf/util/time_util.h"
+
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_ca.h"
+#include "loadgen/testing/sse_test_server.h"
+
+namespace crest::loadgen {
+namespace {
+
+using ::crest::testing::IsOk;
+using ::crest::testing::StatusIs;
+using ::google::protobuf::util::TimeUtil;
+using testing::Fault;
+using ::testing::HasSubstr;
+using testing::SseServerOptions;
+using testing::SseTestServer;
+
+constexpr absl::Duration kTestDeadline = absl::Seconds(15);
+
+RunOptions Synthetic(const std::string& url, uint32_t concurrency, uint32_t count) {
+  RunOptions o;
+  o.target.base_url = url;
+  o.spec.set_concurrency(concurrency);
+  o.spec.set_request_count(count);
+  o.spec.set_max_output_len(20);
+  o.spec.mutable_dataset()->set_type(crest::v1::DATASET_TYPE_SYNTHETIC);
+  o.spec.mutable_dataset()->set_synthetic_input_tokens(16);
+  return o;
+}
+
+// Runs with a deadline: a hang cancels the run and fails the test.
+absl::StatusOr<RunOutput> RunWithDeadline(const RunOptions& options) {
+  std::atomic<bool> cancel{false};
+  auto future =
+      std::async(std::launch::async, [&] { return RunBenchmark(options, nullptr, &cancel); });
+  if (future.wait_for(absl::ToChronoSeconds(kTestDeadline)) != std::future_status::ready) {
+    ADD_FAILURE() << "RunBenchmark did not finish within " << kTestDeadline;
+    cancel = true;
+  }
+  return future.get();
+}
+
+std::unique_ptr<SseTestServer> StartServer(const SseServerOptions& options) {
+  auto server = SseTestServer::Start(options);
+  EXPECT_THAT(server, IsOk());
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+// The repository root: $CREST_SOURCE_DIR under ctest, else derived from this file.
+std::string SourceDir() {
+  if (const char* env = std::getenv("CREST_SOURCE_DIR"); env != nullptr) return env;
+  std::string file = __FILE__;
+  return file.substr(0, file.rfind("/tests/loadgen/"));
+}
+
+double Ratio(double measured, double truth) { return truth == 0 ? 0 : measured / truth; }
+
+class PacedAccuracyTest : public ::testing::TestWithParam<crest::v1::BenchmarkApi> {};
+
+TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServerTruth) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(100);
+  so.token_interval = absl::Milliseconds(10);
+  so.tokens = 20;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 4, 12);
+  o.spec.set_api(GetParam());
+  o.spec.set_model_name("m1");
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  const crest::v1::BenchmarkResult& r = out->result;
+
+  std::vector<testing::ServedRequest> served = server->Served();
+  ASSERT_EQ(served.size(), 12U);
+  absl::Time first = absl::InfiniteFuture();
+  absl::Time last = absl::InfinitePast();
+  uint64_t tokens = 0;
+  double ttft_sum = 0;
+  for (const auto& s : served) {
+    EXPECT_TRUE(s.completed);
+    EXPECT_TRUE(s.stream);
+    EXPECT_EQ(s.max_tokens, 20U);
+    EXPECT_EQ(s.path, GetParam() == crest::v1::BENCHMARK_API_OPENAI ? "/v1/completions" : "/infer");
+    if (GetParam() == crest::v1::BENCHMARK_API_OPENAI) {
+      EXPECT_EQ(s.model, "m1");
+    }
+    first = std::min(first, s.received);
+    last = std::max(last, s.last_byte_sent);
+    tokens += s.tokens_sent;
+    ttft_sum += absl::ToDoubleMilliseconds(s.first_token_sent - s.received);
+  }
+  const double true_speed = static_cast<double>(tokens) / absl::ToDoubleSeconds(last - first);
+  const double true_ttft = ttft_sum / static_cast<double>(served.size());
+
+  EXPECT_EQ(r.succeeded(), 12U);
+  EXPECT_EQ(r.failed(), 0U);
+  EXPECT_EQ(r.output_tokens(), tokens);
+  EXPECT_EQ(r.input_tokens(), 12U * 7U);
+  EXPECT_EQ(r.token_count_source(), crest::v1::TOKEN_COUNT_SOURCE_USAGE_FIELDS);
+  EXPECT_EQ(r.concurrency(), 4U);
+  EXPECT_NEAR(Ratio(r.generate_speed(), true_speed), 1.0, 0.02)
+      << r.generate_speed() << " vs " << true_speed;
+  EXPECT_NEAR(Ratio(r.first_token_time().average_ms(), true_ttft), 1.0, 0.02)
+      << r.first_token_time().average_ms() << " vs " << true_ttft;
+  EXPECT_DOUBLE_EQ(r.generate_speed_per_client(), r.generate_speed() / 4);
+  EXPECT_EQ(r.first_token_time().samples(), 12U);
+  EXPECT_EQ(r.decode_time().samples(), 12U * 19U);  // one gap per token after the first
+  EXPECT_EQ(r.e2e_latency().samples(), 12U);
+  EXPECT_GE(r.e2e_latency().max_ms(), r.e2e_latency().p99_ms());
+  EXPECT_GE(r.e2e_latency().p50_ms(), r.first_token_time().p50_ms());
+  ASSERT_EQ(out->requests.size(), 12U);
+  for (const RequestRecord& rec : out->requests) {
+    EXPECT_TRUE(rec.ok);
+    EXPECT_EQ(rec.output_tokens, 20U);
+    EXPECT_EQ(rec.token_events, 20U);
+    EXPECT_FALSE(rec.token_count_mismatch);
+    EXPECT_EQ(rec.http_status, 200);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothApis, PacedAccuracyTest,
+                         ::testing::Values(crest::v1::BENCHMARK_API_MINDIE,
+                                           crest::v1::BENCHMARK_API_OPENAI));
+
+TEST(RunnerTest, PackedEventsAreAllCounted) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 40;
+  so.events_per_write = 7;  // chunks carry several events; the last chunk a partial group
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(Synthetic(server->url(), 3, 6));
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 6U);
+  for (const RequestRecord& rec : out->requests) EXPECT_EQ(rec.token_events, 40U);
+}
+
+struct FaultCase {
+  const char* name;
+  Fault fault;
+  int http_status;
+  const char* reason;
+};
+
+class FaultTest : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(FaultTest, EveryRequestFailsWithItsReasonAndTheRunFinishes) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(5);
+  so.token_interval = absl::Milliseconds(2);
+  so.tokens = 10;
+  so.fault = GetParam().fault;
+  so.http_status = GetParam().http_status;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 2, 4);
+  *o.spec.mutable_request_timeout() = TimeUtil::MillisecondsToDuration(400);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  const crest::v1::BenchmarkResult& r = out->result;
+  EXPECT_EQ(r.succeeded(), 0U);
+  EXPECT_EQ(r.failed(), 4U);
+  EXPECT_EQ(r.failures().size(), 1U);
+  EXPECT_EQ(r.failures().count(GetParam().reason), 1U) << "reasons: " << r.ShortDebugString();
+  EXPECT_EQ(r.output_tokens(), 0U);
+  ASSERT_EQ(out->requests.size(), 4U);
+  for (const RequestRecord& rec : out->requests) {
+    EXPECT_FALSE(rec.ok);
+    EXPECT_EQ(rec.failure, GetParam().reason);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, FaultTest,
+    ::testing::Values(FaultCase{"http503", Fault::kHttpError, 503, "http_503"},
+                      FaultCase{"http500", Fault::kHttpError, 500, "http_500"},
+                      FaultCase{"reset", Fault::kResetMidStream, 0, "reset"},
+                      FaultCase{"malformed", Fault::kMalformedSse, 0, "malformed_sse"},
+                      FaultCase{"stall", Fault::kStall, 0, "timeout"},
+                      FaultCase{"truncated", Fault::kTruncate, 0, "truncated"}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) { return info.param.name; });
+
+TEST(RunnerTest, RefusedConnectionsAreCountedAsConnectFailures) {
+  absl::StatusOr<uint16_t> port = testing::ClosedPort();
+  ASSERT_THAT(port, IsOk());
+  absl::StatusOr<RunOutput> out =
+      RunWithDeadline(Synthetic("http://127.0.0.1:" + std::to_string(*port), 3, 5));
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.failed(), 5U);
+  EXPECT_EQ(out->result.failures().at("connect"), 5U);
+  EXPECT_EQ(out->result.succeeded(), 0U);
+}
+
+TEST(RunnerTest, UsageCountWinsOverStreamEventsAndTheMismatchIsNoted) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 5;
+  so.fault = Fault::kUsageMismatch;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(Synthetic(server->url(), 2, 2));
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.output_tokens(), 12U);  // usage says 6 each, the stream carried 5
+  EXPECT_EQ(out->result.token_count_source(), crest::v1::TOKEN_COUNT_SOURCE_USAGE_FIELDS);
+  for (const RequestRecord& rec : out->requests) {
+    EXPECT_TRUE(rec.token_count_mismatch);
+    EXPECT_EQ(rec.token_events, 5U);
+  }
+}
+
+TEST(RunnerTest, TextModeTakesTokensFromTheBody) {
+  SseServerOptions so;
+  so.tokens = 9;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  for (auto api : {crest::v1::BENCHMARK_API_MINDIE, crest::v1::BENCHMARK_API_OPENAI}) {
+    RunOptions o = Synthetic(server->url(), 2, 4);
+    o.spec.set_api(api);
+    o.spec.set_task_kind(crest::v1::TASK_KIND_TEXT);
+    absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+    ASSERT_THAT(out, IsOk());
+    EXPECT_EQ(out->result.succeeded(), 4U);
+    EXPECT_EQ(out->result.output_tokens(), 36U);
+    EXPECT_EQ(out->result.input_tokens(), 28U);
+    for (const RequestRecord& rec : out->requests) EXPECT_EQ(rec.first_token_ms, rec.e2e_ms);
+  }
+  for (const auto& s : server->Served()) EXPECT_FALSE(s.stream);
+}
+
+TEST(RunnerTest, WarmupRequestsAreSentButNotMeasured) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 3;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 2, 5);
+  o.spec.set_warmup_requests(3);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(server->requests(), 8U);
+  EXPECT_LE(server->connections(), 2U);  // keep-alive: one connection per client slot
+  EXPECT_EQ(out->requests.size(), 5U);
+  EXPECT_EQ(out->result.succeeded(), 5U);
+  EXPECT_EQ(out->result.output_tokens(), 15U);
+}
+
+TEST(RunnerTest, ConstantRateModeSendsRateTimesDurationRequests) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 2;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 1000, 0);
+  o.spec.set_request_rate(20);
+  o.spec.set_distribution(crest::v1::ARRIVAL_DISTRIBUTION_CONSTANT);
+  *o.spec.mutable_max_duration() = TimeUtil::MillisecondsToDuration(1000);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  // Arrivals at 0, 50, ..., 950 ms fall inside the 1 s window.
+  EXPECT_EQ(out->requests.size(), 20U);
+  EXPECT_EQ(server->requests(), 20U);
+  EXPECT_EQ(out->result.concurrency(), 1000U);
+}
+
+TEST(RunnerTest, PoissonScheduleIsReproducibleForASeed) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 2;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 1000, 15);
+  o.spec.set_request_rate(200);
+  o.spec.set_seed(42);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 15U);
+}
+
+TEST(RunnerTest, GsmDatasetPromptsAreSentInOrder) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 2;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o;
+  o.target.base_url = server->url();
+  o.spec.set_concurrency(1);
+  o.spec.set_request_count(2);
+  o.spec.set_max_output_len(4);
+  absl::StatusOr<std::string> path = ResolveDatasetPath(SourceDir() + "/data/gsm8k");
+  ASSERT_THAT(path, IsOk());
+  o.dataset_path = *path;
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  std::vector<testing::ServedRequest> served = server->Served();
+  ASSERT_EQ(served.size(), 2U);
+  EXPECT_THAT(served[0].prompt, HasSubstr("Janet"));
+}
+
+TEST(RunnerTest, HttpsWithCaFileInsecureAndUnverified) {
+  crest::testing::TempDir dir;
+  absl::StatusOr<crest::testing::TestCa> ca = crest::testing::TestCa::Create(dir.path(), "bench");
+  ASSERT_THAT(ca, IsOk());
+  absl::StatusOr<crest::testing::CertFiles> leaf = ca->Issue("server");
+  ASSERT_THAT(leaf, IsOk());
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 3;
+  so.cert_file = leaf->cert;
+  so.key_file = leaf->key;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  ASSERT_THAT(server->url(), HasSubstr("https://"));
+
+  RunOptions verified = Synthetic(server->url(), 2, 2);
+  verified.target.ca_file = ca->ca_file();
+  absl::StatusOr<RunOutput> out = RunWithDeadline(verified);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 2U);
+
+  RunOptions insecure = Synthetic(server->url(), 2, 2);
+  insecure.target.insecure_skip_verify = true;
+  out = RunWithDeadline(insecure);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 2U);
+
+  absl::StatusOr<crest::testing::TestCa> other =
+      crest::testing::TestCa::Create(dir.path(), "other");
+  ASSERT_THAT(other, IsOk());
+  RunOptions unverified = Synthetic(server->url(), 2, 2);
+  unverified.target.ca_file = other->ca_file();  // a CA that did not sign the server
+  out = RunWithDeadline(unverified);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.failed(), 2U);
+  EXPECT_EQ(out->result.failures().count("tls"), 1U) << out->result.ShortDebugString();
+}
+
+TEST(RunnerTest, CancelStopsPromptlyWithCancelled) {
+  SseServerOptions so;
+  so.fault = Fault::kStall;
+  so.first_token_delay = absl::Milliseconds(1);
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 2, 4);
+  std::atomic<bool> cancel{false};
+  auto future = std::async(std::launch::async, [&] { return RunBenchmark(o, nullptr, &cancel); });
+  ASSERT_TRUE(server->WaitForReceived(2, kTestDeadline));
+  cancel = true;
+  ASSERT_EQ(future.wait_for(absl::ToChronoSeconds(kTestDeadline)), std::future_status::ready);
+  EXPECT_THAT(future.get(), StatusIs(absl::StatusCode::kCancelled));
+}
+
+TEST(RunnerTest, ProgressIsReported) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 3;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  std::vector<crest::v1::BenchmarkProgress> seen;
+  absl::StatusOr<RunOutput> out = RunBenchmark(
+      Synthetic(server->url(), 2, 4),
+      [&](const crest::v1::BenchmarkProgress& p) { seen.push_back(p); }, nullptr);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().requests_done(), 4U);
+  EXPECT_EQ(seen.back().requests_total(), 4U);
+}
+
+TEST(RunnerTest, ManagementReadinessIsCheckedFirst) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 2;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 1, 1);
+  o.target.management_url = server->url();
+  EXPECT_THAT(RunWithDeadline(o), IsOk());
+  absl::StatusOr<uint16_t> port = testing::ClosedPort();
+  ASSERT_THAT(port, IsOk());
+  o.target.management_url = "http://127.0.0.1:" + std::to_string(*port);
+  EXPECT_THAT(RunWithDeadline(o),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/v2/health/ready")));
+}
+
+TEST(RunnerTest, BadSpecsAreInvalidArgument) {
+  RunOptions o = Synthetic("http://127.0.0.1:1", 0, 1);
+  EXPECT_THAT(RunBenchmark(o, nullptr, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("concurrency")));
+  o = Synthetic("ftp://x", 1, 1);
+  EXPECT_THAT(RunBenchmark(o, nullptr, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("http://")));
+  o = Synthetic("http://127.0.0.1:1", 1, 0);  // synthetic without any bound
+  EXPECT_THAT(RunBenchmark(o, nullptr, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
+  o = Synthetic("http://127.0.0.1:1", 1, 1);
+  o.spec.set_request_rate(-1);
+  EXPECT_THAT(RunBenchmark(o, nullptr, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
+  o = Synthetic("http://127.0.0.1:1", 1, 1);
+  o.cpus = {100000};
+  EXPECT_THAT(RunBenchmark(o, nullptr, nullptr), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace crest::loadgen
