@@ -16,6 +16,7 @@
 #include "crest/v1/agent.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
+#include "nlohmann/json.hpp"
 
 #include "cli/commands.h"
 #include "common/command_line.h"
@@ -67,13 +68,23 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+// Proto JSON with 64-bit counters as numbers (protobuf writes int64 as
+// strings), so scripts can compare npuBlockNum or restarts directly.
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = false;
+  options.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(m, &out, options);
-  return out;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(out, nullptr, false);
+  if (j.is_discarded()) return out + "\n";
+  for (const char* key : {"npuBlockNum", "restarts", "succeeded", "failed", "inputTokens",
+                          "outputTokens", "hbmTotalMib", "hbmUsedMib"}) {
+    if (j.contains(key) && j[key].is_string()) {
+      int64_t v = 0;
+      if (absl::SimpleAtoi(j[key].get<std::string>(), &v)) j[key] = v;
+    }
+  }
+  return j.dump(2) + "\n";
 }
 
 std::string GrpcError(const std::string& what, const grpc::Status& s, const std::string& agent) {

@@ -119,7 +119,7 @@ std::string FormatJson(const crest::v1::BenchmarkResult& r, const ReportContext&
 
 std::string FormatTable(const crest::v1::BenchmarkResult& r, const ReportContext& context) {
   std::string out = "The BenchMark test performance metric result is:\n";
-  const std::string rule = std::string(20, '-') + std::string(6 * 16, '-') + std::string(10, '-');
+  const std::string rule(20 + 6 * 16 + 10, '-');  // name, six stats, N
   absl::StrAppendFormat(&out, "%-20s%16s%16s%16s%16s%16s%16s%10s\n", "Metric", "average", "max",
                         "min", "P50", "P90", "P99", "N");
   absl::StrAppend(&out, rule, "\n");

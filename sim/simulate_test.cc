@@ -28,7 +28,7 @@ Gsm8k LoadGsm8k(int max_output) {
   Gsm8k g;
   g.profile = LoadProfileFile(testing::ProfileDir() + "/llama3-8b-910b.json").value();
   const OutputLengthDistribution& dist = g.profile.workloads.at("gsm8k");
-  std::ifstream in(testing::SourceDir() + "/data/gsm8k/test.jsonl");
+  std::ifstream in(crest::sim::testing::SourceDir() + "/data/gsm8k/test.jsonl");
   for (std::string line; std::getline(in, line);) {
     std::string q = nlohmann::json::parse(line)["question"].get<std::string>();
     int p = CountPromptTokens(q, g.profile.prompt_template_tokens);

@@ -46,11 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch-size", max_batch, "maxBatchSize");
   app.add_option("--concurrency", concurrency, "streaming connections");
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
-  const char* src = std::getenv("CREST_SOURCE_DIR");
-  std::string source = src != nullptr ? src : ".";
-  if (std::getenv("CREST_BIN_DIR") == nullptr) {
-    return crest::FailWithMessage(app, "set CREST_BIN_DIR and CREST_SOURCE_DIR");
-  }
+  std::string source = crest::sim::testing::SourceDir();
   auto profile = crest::sim::LoadProfileFile(source + "/sim/profiles/llama3-8b-910b.json");
   if (!profile.ok()) return crest::FailWithMessage(app, profile.status().ToString());
   const auto& dist = profile->workloads.at("gsm8k");

@@ -18,11 +18,20 @@
 
 namespace crest::sim::testing {
 
-nlohmann::json TestConfig() {
+std::string SourceDir() {
   const char* src = std::getenv("CREST_SOURCE_DIR");
-  std::string text =
-      ReadFileToString(absl::StrCat(src != nullptr ? src : ".", "/sim/conf/config.json"))
-          .value_or("{}");
+  if (src != nullptr && *src != '\0') return src;
+  return CREST_SOURCE_DIR_DEFAULT;
+}
+
+std::string BinDir() {
+  const char* bin = std::getenv("CREST_BIN_DIR");
+  if (bin != nullptr && *bin != '\0') return bin;
+  return CREST_BIN_DIR_DEFAULT;
+}
+
+nlohmann::json TestConfig() {
+  std::string text = ReadFileToString(SourceDir() + "/sim/conf/config.json").value_or("{}");
   nlohmann::json j = nlohmann::json::parse(text);
   j["ServerConfig"]["ipAddress"] = "127.0.0.1";
   j["ServerConfig"]["managementIpAddress"] = "127.0.0.1";
@@ -39,8 +48,7 @@ absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
   std::string config_path = absl::StrCat(conf_dir, "/config.json");
   absl::Status written = WriteFileAtomically(config_path, config.dump(2), 0640);
   if (!written.ok()) return written;
-  const char* bin_dir = std::getenv("CREST_BIN_DIR");
-  std::string binary = absl::StrCat(bin_dir != nullptr ? bin_dir : ".", "/mindie-sim");
+  std::string binary = BinDir() + "/mindie-sim";
   std::vector<std::string> argv_s = {binary, "--config", config_path};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -128,6 +136,9 @@ std::optional<int> SimProcess::WaitExit(double timeout_s) {
   int status = 0;
   if (waitpid(pid_, &status, 0) != pid_) return std::nullopt;
   exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  // The pipe closes with the process: wait until its last output is read.
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::seconds(5), [this] { return eof_; });
   return exit_code_;
 }
 

@@ -18,6 +18,11 @@
 
 namespace crest::sim::testing {
 
+// The source tree: $CREST_SOURCE_DIR, else the one this was built from.
+std::string SourceDir();
+// Where mindie-sim is: $CREST_BIN_DIR, else the build's bin/.
+std::string BinDir();
+
 // The shipped config template ($CREST_SOURCE_DIR/sim/conf/config.json) with
 // loopback addresses and port 0 everywhere.
 nlohmann::json TestConfig();

@@ -72,7 +72,9 @@ class PacedAccuracyTest : public ::testing::TestWithParam<crest::v1::BenchmarkAp
 
 TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServerTruth) {
   SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(100);
+  // A long first-token delay keeps the 2% band wide against scheduling noise
+  // on a loaded machine (2% of 200 ms = 4 ms).
+  so.first_token_delay = absl::Milliseconds(200);
   so.token_interval = absl::Milliseconds(10);
   so.tokens = 20;
   auto server = StartServer(so);

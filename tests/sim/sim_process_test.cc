@@ -270,8 +270,7 @@ TEST(SimProcessTest, UnknownModelExitsTwo) {
 // GSM8K, Concurrency 1000, MaxOutputLen 512 over real HTTP at time scale 50
 // (non-streaming, so the client is not the bottleneck): 500 beats 435, 600 falls.
 TEST(SimProcessTest, ReferenceShapeOverHttp) {
-  const char* src = std::getenv("CREST_SOURCE_DIR");
-  std::ifstream in(absl::StrCat(src != nullptr ? src : ".", "/data/gsm8k/test.jsonl"));
+  std::ifstream in(testing::SourceDir() + "/data/gsm8k/test.jsonl");
   std::vector<std::string> bodies;
   for (std::string line; std::getline(in, line);) {
     json q = json::parse(line);
