@@ -29,13 +29,12 @@ absl::Status CheckKeys(const YAML::Node& node, const std::string& where,
                        const std::set<std::string>& allowed) {
   if (!node.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where, ": expected a map"));
   for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
+    auto key = kv.first.as<std::string>();
     if (allowed.count(key) == 0) {
       std::string list;
       for (const std::string& a : allowed) absl::StrAppend(&list, list.empty() ? "" : ", ", a);
-      return absl::InvalidArgumentError(
-          absl::StrCat(where.empty() ? "" : where + ".", key, ": unknown key (expected one of ",
-                       list, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(where.empty() ? "" : where + ".", key,
+                                                     ": unknown key (expected one of ", list, ")"));
     }
   }
   return absl::OkStatus();
@@ -48,8 +47,8 @@ absl::Status Get(const YAML::Node& parent, const char* key, const std::string& w
   try {
     *out = n.as<T>();
   } catch (const YAML::Exception&) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ".", key, ": cannot read \"", YAML::Dump(n), "\" as the expected type"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ".", key, ": cannot read \"",
+                                                   YAML::Dump(n), "\" as the expected type"));
   }
   return absl::OkStatus();
 }
@@ -59,10 +58,10 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
   CREST_RETURN_IF_ERROR(CheckKeys(root, "", {"daemon", "sim", "limits", "labels"}));
   config->log_file = state_dir + "/daemon.log";
   if (YAML::Node d = root["daemon"]) {
-    CREST_RETURN_IF_ERROR(CheckKeys(d, "daemon",
-                                    {"binary", "args", "install_dir", "config_json", "env",
-                                     "start_timeout_s", "stop_grace_s", "log_file",
-                                     "log_max_bytes", "log_files", "ca_file", "backend"}));
+    CREST_RETURN_IF_ERROR(CheckKeys(
+        d, "daemon",
+        {"binary", "args", "install_dir", "config_json", "env", "start_timeout_s", "stop_grace_s",
+         "log_file", "log_max_bytes", "log_files", "ca_file", "backend"}));
     config->use_builtin_sim = false;
     config->backend = "mindie";
     CREST_RETURN_IF_ERROR(Get(d, "backend", "daemon", &config->backend));
@@ -83,9 +82,8 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
       return absl::InvalidArgumentError("daemon.binary: required when a daemon section is given");
     }
     if (config->install_dir.empty()) {
-      config->install_dir = std::filesystem::path(Resolve(exe_dir, config->binary))
-                                .parent_path()
-                                .string();
+      config->install_dir =
+          std::filesystem::path(Resolve(exe_dir, config->binary)).parent_path().string();
     }
     if (config->install_dir[0] != '/') {
       return absl::InvalidArgumentError(
@@ -118,8 +116,8 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
   }
   if (YAML::Node s = root["sim"]) {
     CREST_RETURN_IF_ERROR(CheckKeys(s, "sim",
-                                    {"port", "management_port", "metrics_port", "model",
-                                     "profile", "time_scale", "seed", "args"}));
+                                    {"port", "management_port", "metrics_port", "model", "profile",
+                                     "time_scale", "seed", "args"}));
     SimOptions& sim = config->sim;
     CREST_RETURN_IF_ERROR(Get(s, "port", "sim", &sim.port));
     CREST_RETURN_IF_ERROR(Get(s, "management_port", "sim", &sim.management_port));
@@ -188,12 +186,12 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
 const std::vector<ParamLimit>& DefaultParamLimits() {
   // MindIE's documented ranges (mindie-facts: maxBatchSize [1, 819200], the
   // select-batch times are milliseconds per request).
-  static const auto* const kLimits = new std::vector<ParamLimit>{
+  static const auto* const limits = new std::vector<ParamLimit>{
       {"maxBatchSize", false, 1, 819200},      {"maxPrefillBatchSize", false, 1, 819200},
       {"maxPrefillTokens", false, 1, 1048576}, {"supportSelectBatch", true, 0, 1},
       {"prefillTimeMsPerReq", false, 0, 1000}, {"decodeTimeMsPerReq", false, 0, 1000},
   };
-  return *kLimits;
+  return *limits;
 }
 
 const ParamLimit* AgentConfig::FindLimit(const std::string& key) const {

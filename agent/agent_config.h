@@ -59,13 +59,13 @@ struct AgentConfig {
   bool use_builtin_sim = true;  // no daemon section
   std::string binary;           // absolute after loading
   std::vector<std::string> args;
-  std::string install_dir;      // absolute; the daemon's working directory
-  std::string config_json;      // absolute
+  std::string install_dir;  // absolute; the daemon's working directory
+  std::string config_json;  // absolute
   std::map<std::string, std::string> env;
   absl::Duration start_timeout = absl::Seconds(600);
   absl::Duration stop_grace = absl::Seconds(30);
   std::string log_file;
-  uint64_t log_max_bytes = 10 * 1024 * 1024;
+  uint64_t log_max_bytes = uint64_t{10} * 1024 * 1024;
   int log_files = 3;
   std::string ca_file;
   SimOptions sim;

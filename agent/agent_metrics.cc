@@ -43,8 +43,8 @@ AgentMetrics::AgentMetrics() : registry_(std::make_shared<prometheus::Registry>(
   qps_ = gauge("crest_agent_benchmark_qps", "Completed requests/s of the last benchmark");
   first_token_ms_ = gauge("crest_agent_benchmark_first_token_ms",
                           "Average first-token time (ms) of the last benchmark");
-  decode_ms_ = gauge("crest_agent_benchmark_decode_ms",
-                     "Average decode time (ms) of the last benchmark");
+  decode_ms_ =
+      gauge("crest_agent_benchmark_decode_ms", "Average decode time (ms) of the last benchmark");
   benchmarks_ = &prometheus::BuildCounter()
                      .Name("crest_agent_benchmarks_total")
                      .Help("Benchmarks run, by result")

@@ -6,11 +6,12 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "crest/v1/agent.pb.h"
-#include "crest/v1/benchmark.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
+
+#include "crest/v1/agent.pb.h"
+#include "crest/v1/benchmark.pb.h"
 
 namespace crest::agent {
 

@@ -130,9 +130,9 @@ void Workers::Run(std::function<void()> work) {
   });
 }
 
-grpc::ServerUnaryReactor* AgentService::GetNodeInfo(grpc::CallbackServerContext* ctx,
-                                                    const crest::v1::GetNodeInfoRequest* /*request*/,
-                                                    crest::v1::NodeInfo* reply) {
+grpc::ServerUnaryReactor* AgentService::GetNodeInfo(
+    grpc::CallbackServerContext* ctx, const crest::v1::GetNodeInfoRequest* /*request*/,
+    crest::v1::NodeInfo* reply) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // npu-smi may take a while: off the reactor.
   workers_.Run([this, reactor, reply] {

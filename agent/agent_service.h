@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
-#include "crest/v1/agent.grpc.pb.h"
 
 #include "agent/node_agent.h"
+#include "crest/v1/agent.grpc.pb.h"
 
 namespace crest::agent {
 

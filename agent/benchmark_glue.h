@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "crest/v1/benchmark.pb.h"
 
 #include "agent/config_json_editor.h"
 #include "agent/topology.h"
+#include "crest/v1/benchmark.pb.h"
 #include "loadgen/runner.h"
 
 namespace crest::agent {

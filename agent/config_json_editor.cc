@@ -24,10 +24,10 @@ struct Location {
   size_t begin = 0;  // value span when found
   size_t end = 0;
   bool parent_found = false;
-  size_t parent_close = 0;         // index of the parent object's '}'
+  size_t parent_close = 0;  // index of the parent object's '}'
   bool parent_empty = true;
-  size_t last_member_end = 0;      // just after the parent's last value
-  std::string member_separator;    // whitespace before the parent's last key
+  size_t last_member_end = 0;    // just after the parent's last value
+  std::string member_separator;  // whitespace before the parent's last key
   std::string key_value_separator = ": ";
 };
 
@@ -37,7 +37,8 @@ class Scanner {
   explicit Scanner(const std::string& text) : t_(text) {}
 
   void SkipWs() {
-    while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) {
+    while (i_ < t_.size() &&
+           (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) {
       ++i_;
     }
   }
@@ -174,8 +175,8 @@ absl::StatusOr<std::string> ApplyOne(const std::string& text, const JsonEdit& ed
   if (!loc.parent_found) {
     return absl::NotFoundError(absl::StrCat("config.json has no object for ", dotted));
   }
-  std::string member = absl::StrCat("\"", edit.path.back(), "\"", loc.key_value_separator,
-                                    edit.literal);
+  std::string member =
+      absl::StrCat("\"", edit.path.back(), "\"", loc.key_value_separator, edit.literal);
   if (loc.parent_empty) {
     return absl::StrCat(text.substr(0, loc.parent_close), member, text.substr(loc.parent_close));
   }
@@ -186,7 +187,8 @@ absl::StatusOr<std::string> ApplyOne(const std::string& text, const JsonEdit& ed
 absl::Status Validate(const std::string& text) {
   try {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
-    if (!j.is_object()) return absl::InvalidArgumentError("config.json: top level is not an object");
+    if (!j.is_object())
+      return absl::InvalidArgumentError("config.json: top level is not an object");
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config.json is not valid JSON: ", e.what()));
   }
@@ -204,7 +206,8 @@ absl::StatusOr<std::string> ApplyJsonEdits(const std::string& text,
   }
   // The result must still parse: a bad literal never reaches the disk.
   absl::Status check = Validate(out);
-  if (!check.ok()) return absl::InternalError(absl::StrCat("edit broke config.json: ", check.message()));
+  if (!check.ok())
+    return absl::InternalError(absl::StrCat("edit broke config.json: ", check.message()));
   return out;
 }
 

@@ -116,8 +116,8 @@ TEST_F(ConfigJsonFileTest, EveryApplyStartsFromTheOriginalAndRestorePutsItBack) 
   auto view = ParseMindieConfig(*ReadFileToString(path_));
   CREST_ASSERT_OK(view);
   // The second apply edited the original, not the first apply's result.
-  EXPECT_THAT(view->schedule, ::testing::Contains(std::make_pair(std::string("maxBatchSize"),
-                                                                 std::string("200"))));
+  EXPECT_THAT(view->schedule,
+              ::testing::Contains(std::make_pair(std::string("maxBatchSize"), std::string("200"))));
   struct stat st {};
   ASSERT_EQ(::stat(path_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);

@@ -161,8 +161,8 @@ void DaemonSupervisor::Notify() {
 }
 
 void DaemonSupervisor::WritePidRecord(pid_t pid) {
-  nlohmann::json j = {{"pid", pid}, {"start_time", ProcessStartTime(pid).value_or(0)},
-                      {"binary", config_.binary}};
+  nlohmann::json j = {
+      {"pid", pid}, {"start_time", ProcessStartTime(pid).value_or(0)}, {"binary", config_.binary}};
   absl::Status s = WriteFileAtomically(pid_record_path(), j.dump() + "\n", 0600);
   if (!s.ok()) spdlog::warn("recording the daemon pid: {}", std::string(s.message()));
 }
@@ -254,9 +254,9 @@ void DaemonSupervisor::Monitor(const std::shared_ptr<Run>& run) {
       run->log->Append(absl::StrCat("=== crest-agent: daemon pid ", run->pid, " exited with code ",
                                     exit->code, " ==="));
       if (run_ == run && state_ == crest::v1::DAEMON_READY && !run->stopping) {
-        crest::v1::DaemonFailed f = Fail(*run, crest::v1::DAEMON_FAILURE_EXITED,
-                                         absl::StrCat("daemon exited after it was ready (code ",
-                                                      exit->code, ")"));
+        crest::v1::DaemonFailed f =
+            Fail(*run, crest::v1::DAEMON_FAILURE_EXITED,
+                 absl::StrCat("daemon exited after it was ready (code ", exit->code, ")"));
         f.set_exit_code(exit->code);
         last_failure_ = f;
         crashed = true;
@@ -307,9 +307,8 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
         running = !previous->done;
       }
       if (running && !params.replace_running) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("a daemon is running (pid ", previous->pid,
-                         "); stop it first or set replace_running"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "a daemon is running (pid ", previous->pid, "); stop it first or set replace_running"));
       }
       StopLocked(config_.stop_grace);
     }
@@ -359,8 +358,9 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
   auto process = Subprocess::Spawn(options);
   if (!process.ok()) {
     bool affinity = absl::StrContains(process.status().message(), "CPU affinity");
-    fail_before_spawn(affinity ? crest::v1::DAEMON_FAILURE_PINNING : crest::v1::DAEMON_FAILURE_SPAWN,
-                      std::string(process.status().message()));
+    fail_before_spawn(
+        affinity ? crest::v1::DAEMON_FAILURE_PINNING : crest::v1::DAEMON_FAILURE_SPAWN,
+        std::string(process.status().message()));
     return absl::OkStatus();
   }
   auto run = std::make_shared<Run>();
@@ -377,13 +377,12 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
       return absl::OkStatus();
     }
   }
-  run->log = std::make_unique<RotatingLog>(config_.log_file, config_.log_max_bytes,
-                                           config_.log_files);
+  run->log =
+      std::make_unique<RotatingLog>(config_.log_file, config_.log_max_bytes, config_.log_files);
   if (absl::Status s = run->log->Open(); !s.ok()) spdlog::warn("{}", std::string(s.message()));
-  run->log->Append(absl::StrCat("=== crest-agent: started ", absl::StrJoin(options.argv, " "),
-                                " pid ", run->pid,
-                                params.cpus.empty() ? "" : " cpus " + FormatCpuList(params.cpus),
-                                " ==="));
+  run->log->Append(
+      absl::StrCat("=== crest-agent: started ", absl::StrJoin(options.argv, " "), " pid ", run->pid,
+                   params.cpus.empty() ? "" : " cpus " + FormatCpuList(params.cpus), " ==="));
   WritePidRecord(run->pid);
   spdlog::info("daemon started: pid {} ({}), pinned to {}", run->pid, config_.binary,
                params.cpus.empty() ? "nothing" : FormatCpuList(params.cpus));
@@ -500,7 +499,9 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     bool exited = false;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(+[](Run* r) { return r->done; }, run.get()), kPollStep);
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](Run* r) { return r->done; }, run.get()),
+                           kPollStep);
       exited = run->done;
     }
     if ((cancel != nullptr && *cancel) || abort_start_) {
@@ -572,7 +573,8 @@ crest::v1::StopDaemonReply DaemonSupervisor::StopLocked(absl::Duration grace) {
       bool done = false;
       {
         absl::MutexLock lock(&mu_);
-        done = mu_.AwaitWithTimeout(absl::Condition(+[](Run* r) { return r->done; }, run.get()),
+        done = mu_.AwaitWithTimeout(absl::Condition(
+                                        +[](Run* r) { return r->done; }, run.get()),
                                     grace);
       }
       if (!done) {
@@ -581,7 +583,8 @@ crest::v1::StopDaemonReply DaemonSupervisor::StopLocked(absl::Duration grace) {
         run->process->SignalGroup(SIGKILL).IgnoreError();
         reply.set_killed(true);
         absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(+[](Run* r) { return r->done; }, run.get()),
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](Run* r) { return r->done; }, run.get()),
                              kReapWait);
       }
     }

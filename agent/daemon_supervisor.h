@@ -23,13 +23,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "crest/v1/agent.pb.h"
 
 #include "agent/agent_config.h"
 #include "agent/config_json_editor.h"
 #include "agent/rotating_log.h"
 #include "common/clock.h"
 #include "common/subprocess.h"
+#include "crest/v1/agent.pb.h"
 
 namespace crest::agent {
 

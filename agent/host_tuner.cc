@@ -33,13 +33,14 @@ absl::Status WriteSysfs(const std::string& path, const std::string& value) {
   // sysfs attributes take one write(); no temp file + rename here.
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("writing ", path, ": ", std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("writing ", path, ": ", std::strerror(errno)));
   }
   bool ok = std::fputs(value.c_str(), f) >= 0;
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) {
-    return absl::FailedPreconditionError(absl::StrCat("writing ", value, " to ", path, ": ",
-                                                      std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("writing ", value, " to ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -278,8 +279,8 @@ absl::StatusOr<crest::v1::HostTuningReply> HostTuner::Apply(const std::string& g
     record.thp = before.thp;
     record_changed = true;
   }
-  bool anything = (!governor.empty() && before.governor_supported) ||
-                  (!thp.empty() && before.thp_supported);
+  bool anything =
+      (!governor.empty() && before.governor_supported) || (!thp.empty() && before.thp_supported);
   if (anything && record_changed) CREST_RETURN_IF_ERROR(SaveRecord(record));
 
   crest::v1::HostTuningReply reply;
@@ -358,7 +359,8 @@ absl::StatusOr<crest::v1::HostTuningReply> HostTuner::Restore() {
     }
     std::error_code ec;
     std::filesystem::remove(record_path(), ec);
-    if (ec) return absl::InternalError(absl::StrCat("removing ", record_path(), ": ", ec.message()));
+    if (ec)
+      return absl::InternalError(absl::StrCat("removing ", record_path(), ": ", ec.message()));
   }
   Snapshot after = Read();
   for (crest::v1::SettingResult& r : *reply.mutable_results()) {

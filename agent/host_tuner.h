@@ -14,9 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "crest/v1/agent.pb.h"
 
 #include "common/subprocess.h"
+#include "crest/v1/agent.pb.h"
 
 namespace crest::agent {
 

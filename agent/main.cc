@@ -57,8 +57,7 @@ absl::StatusOr<std::map<std::string, std::string>> ParseLabels(const std::string
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
     if (kv.first.empty() || part.find('=') == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--labels: \"", part, "\" is not key=value"));
+      return absl::InvalidArgumentError(absl::StrCat("--labels: \"", part, "\" is not key=value"));
     }
     out[kv.first] = kv.second;
   }
@@ -101,9 +100,10 @@ int Run(CLI::App& app, Flags& flags) {
   labels->emplace("backend", config->backend);
 
   if (flags.tls.insecure) {
-    spdlog::warn("*** --insecure: NodeAgent RPCs on {} are PLAINTEXT and UNAUTHENTICATED; "
-                 "loopback and testing only ***",
-                 flags.listen);
+    spdlog::warn(
+        "*** --insecure: NodeAgent RPCs on {} are PLAINTEXT and UNAUTHENTICATED; "
+        "loopback and testing only ***",
+        flags.listen);
   }
 
   // SIGTERM/SIGINT are taken by sigwait below; block them before any thread
@@ -123,9 +123,9 @@ int Run(CLI::App& app, Flags& flags) {
   options.labels = *labels;
   options.npu_smi = crest::FindOnPath("npu-smi");
   crest::SystemClock clock;
-  auto agent = std::make_unique<crest::agent::NodeAgent>(
-      options, *config, &clock, crest::agent::HostTuner::SystemCpupower(),
-      &crest::loadgen::RunBenchmark);
+  auto agent = std::make_unique<crest::agent::NodeAgent>(options, *config, &clock,
+                                                         crest::agent::HostTuner::SystemCpupower(),
+                                                         &crest::loadgen::RunBenchmark);
   if (absl::Status s = agent->Recover(); !s.ok()) {
     return crest::FailWithMessage(app, absl::StrCat("crash recovery: ", s.message()));
   }
@@ -135,7 +135,8 @@ int Run(CLI::App& app, Flags& flags) {
   }
 
   auto credentials = crest::MakeServerCredentials(flags.tls);
-  if (!credentials.ok()) return crest::FailWithMessage(app, std::string(credentials.status().message()));
+  if (!credentials.ok())
+    return crest::FailWithMessage(app, std::string(credentials.status().message()));
   crest::agent::AgentService service(agent.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -180,9 +181,9 @@ int Run(CLI::App& app, Flags& flags) {
     reg.labels = *labels;
     reg.capabilities = {"host-tuning", "pinning", "benchmark", config->backend};
     crest::agent::NodeAgent* raw = agent.get();
-    registrar = std::make_unique<crest::agent::Registrar>(
-        crest::v1::Controller::NewStub(*channel), reg,
-        [raw] { return raw->GetDaemonStatus().state(); });
+    registrar =
+        std::make_unique<crest::agent::Registrar>(crest::v1::Controller::NewStub(*channel), reg,
+                                                  [raw] { return raw->GetDaemonStatus().state(); });
     registrar->Start();
   }
 

@@ -30,8 +30,8 @@ std::vector<std::string> SplitCells(absl::string_view line) {
 }  // namespace
 
 // npu-smi info prints two rows per NPU:
-// | 0     910B3               | OK            | 93.5        45                0    / 0             |
-// | 0                         | 0000:C1:00.0  | 0           0    / 0          3379 / 65536         |
+// | 0     910B3               | OK            | 93.5        45                0    / 0 | | 0 |
+// 0000:C1:00.0  | 0           0    / 0          3379 / 65536         |
 std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text) {
   std::vector<crest::v1::NpuDevice> out;
   std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
@@ -51,8 +51,8 @@ std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text) {
       // The last "used / total" pair of the second row is HBM in MB.
       std::vector<std::string> parts = absl::StrSplit(next[3], '/');
       if (parts.size() >= 2) {
-        std::vector<std::string> used = absl::StrSplit(parts[parts.size() - 2], ' ',
-                                                       absl::SkipWhitespace());
+        std::vector<std::string> used =
+            absl::StrSplit(parts[parts.size() - 2], ' ', absl::SkipWhitespace());
         uint64_t u = 0;
         uint64_t t = 0;
         if (!used.empty() && absl::SimpleAtoi(used.back(), &u) &&
@@ -135,9 +135,9 @@ absl::StatusOr<crest::v1::NodeInfo> NodeAgent::GetNodeInfo() {
     smi.argv = {options_.npu_smi, "info"};
     auto out = RunCommand(smi, absl::Seconds(20));
     if (!out.ok() || out->exit.code != 0) {
-      info.set_npu_note(absl::StrCat("npu-smi info failed: ",
-                                     out.ok() ? out->output.substr(0, 200)
-                                              : std::string(out.status().message())));
+      info.set_npu_note(
+          absl::StrCat("npu-smi info failed: ", out.ok() ? out->output.substr(0, 200)
+                                                         : std::string(out.status().message())));
     } else {
       for (const crest::v1::NpuDevice& d : ParseNpuSmiInfo(out->output)) *info.add_npus() = d;
       if (info.npus().empty()) info.set_npu_note("npu-smi info listed no NPU");
@@ -160,9 +160,9 @@ absl::StatusOr<crest::v1::NodeInfo> NodeAgent::GetNodeInfo() {
 absl::StatusOr<crest::v1::HostTuningReply> NodeAgent::ApplyHostTuning(
     const crest::v1::ApplyHostTuningRequest& request) {
   crest::v1::HostState state = tuner_.State();
-  CREST_RETURN_IF_ERROR(ValidateHostTuning(request, tuner_.AvailableGovernors(),
-                                           state.governor_support() ==
-                                               crest::v1::SETTING_SUPPORTED));
+  CREST_RETURN_IF_ERROR(
+      ValidateHostTuning(request, tuner_.AvailableGovernors(),
+                         state.governor_support() == crest::v1::SETTING_SUPPORTED));
   auto reply = tuner_.Apply(request.governor(), request.thp());
   if (reply.ok()) metrics_.SetHostState(reply->host());
   return reply;
@@ -186,9 +186,8 @@ absl::StatusOr<StartParams> NodeAgent::PrepareStart(const crest::v1::StartDaemon
   CREST_ASSIGN_OR_RETURN(params.cpus, ResolvePinning(request.pinning(), topology));
   params.replace_running = request.replace_running();
   if (request.has_start_timeout()) {
-    params.start_timeout =
-        absl::Seconds(request.start_timeout().seconds()) +
-        absl::Nanoseconds(request.start_timeout().nanos());
+    params.start_timeout = absl::Seconds(request.start_timeout().seconds()) +
+                           absl::Nanoseconds(request.start_timeout().nanos());
   }
   params.stream_log = request.stream_log();
   return params;
@@ -217,8 +216,7 @@ absl::StatusOr<loadgen::RunOptions> NodeAgent::PrepareBenchmark(
   CREST_RETURN_IF_ERROR(ValidateBenchmarkSpec(request.spec()));
   crest::v1::DaemonStatus status = supervisor_.Status();
   if (status.state() != crest::v1::DAEMON_READY) {
-    return absl::FailedPreconditionError(
-        "no daemon is ready on this node (StartDaemon first)");
+    return absl::FailedPreconditionError("no daemon is ready on this node (StartDaemon first)");
   }
   CREST_ASSIGN_OR_RETURN(MindieConfigView view, supervisor_.CurrentConfig());
   CREST_ASSIGN_OR_RETURN(Topology topology, ReadTopology(options_.sysfs_root));

@@ -12,14 +12,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "crest/v1/agent.pb.h"
-#include "crest/v1/benchmark.pb.h"
 
 #include "agent/agent_config.h"
 #include "agent/agent_metrics.h"
 #include "agent/daemon_supervisor.h"
 #include "agent/host_tuner.h"
 #include "common/clock.h"
+#include "crest/v1/agent.pb.h"
+#include "crest/v1/benchmark.pb.h"
 #include "loadgen/runner.h"
 
 namespace crest::agent {
@@ -58,11 +58,13 @@ class NodeAgent {
   absl::StatusOr<StartParams> PrepareStart(const crest::v1::StartDaemonRequest& request);
   absl::Status StartDaemon(const StartParams& params, const DaemonSupervisor::EventSink& sink,
                            const std::atomic<bool>* cancel);
-  absl::StatusOr<crest::v1::StopDaemonReply> StopDaemon(const crest::v1::StopDaemonRequest& request);
+  absl::StatusOr<crest::v1::StopDaemonReply> StopDaemon(
+      const crest::v1::StopDaemonRequest& request);
   crest::v1::DaemonStatus GetDaemonStatus() const;
 
   // Validates a benchmark request against the running daemon.
-  absl::StatusOr<loadgen::RunOptions> PrepareBenchmark(const crest::v1::RunBenchmarkRequest& request);
+  absl::StatusOr<loadgen::RunOptions> PrepareBenchmark(
+      const crest::v1::RunBenchmarkRequest& request);
   // One benchmark at a time; FAILED_PRECONDITION while another runs.
   absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(const loadgen::RunOptions& options,
                                                           const loadgen::ProgressCallback& progress,

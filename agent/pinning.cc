@@ -32,9 +32,9 @@ absl::StatusOr<std::vector<uint32_t>> ResolvePinning(const crest::v1::PinningPol
         std::vector<uint32_t> ids;
         ids.reserve(topology.numa_nodes.size());
         for (const NumaNodeInfo& n : topology.numa_nodes) ids.push_back(n.id);
-        return absl::FailedPreconditionError(
-            absl::StrCat("pinning odd-numa: no odd NUMA node with online CPUs (nodes: ",
-                         absl::StrJoin(ids, ","), ")"));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "pinning odd-numa: no odd NUMA node with online CPUs (nodes: ", absl::StrJoin(ids, ","),
+            ")"));
       }
       return cpus;
     }
@@ -45,7 +45,8 @@ absl::StatusOr<std::vector<uint32_t>> ResolvePinning(const crest::v1::PinningPol
       }
       auto parsed = ParseCpuList(policy.cpu_list());
       if (!parsed.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("pinning.cpu_list: ", parsed.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("pinning.cpu_list: ", parsed.status().message()));
       }
       std::vector<uint32_t> online;
       for (uint32_t cpu : *parsed) {
@@ -53,8 +54,8 @@ absl::StatusOr<std::vector<uint32_t>> ResolvePinning(const crest::v1::PinningPol
       }
       if (online.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "pinning.cpu_list: \"", policy.cpu_list(), "\" names no online CPU (online: ",
-            FormatCpuList(topology.online_cpus), ")"));
+            "pinning.cpu_list: \"", policy.cpu_list(),
+            "\" names no online CPU (online: ", FormatCpuList(topology.online_cpus), ")"));
       }
       return online;
     }

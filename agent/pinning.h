@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "crest/v1/agent.pb.h"
 
 #include "agent/topology.h"
+#include "crest/v1/agent.pb.h"
 
 namespace crest::agent {
 

@@ -21,7 +21,9 @@ Registrar::Registrar(std::shared_ptr<crest::v1::Controller::StubInterface> stub,
 
 Registrar::~Registrar() { Stop(); }
 
-void Registrar::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Registrar::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void Registrar::Stop() {
   {
@@ -100,16 +102,16 @@ void Registrar::Loop() {
       }
       logged_away = false;
       backoff_ = options_.initial_backoff;
-      int64_t ms = google::protobuf::util::TimeUtil::DurationToMilliseconds(
-          reply.heartbeat_interval());
+      int64_t ms =
+          google::protobuf::util::TimeUtil::DurationToMilliseconds(reply.heartbeat_interval());
       interval = ms > 0 ? absl::Milliseconds(ms) : absl::Seconds(5);
       {
         absl::MutexLock lock(&mu_);
         registered_ = true;
         ++registrations_;
       }
-      spdlog::info("registered with the controller as {} (heartbeat every {})",
-                   options_.node_name, absl::FormatDuration(interval));
+      spdlog::info("registered with the controller as {} (heartbeat every {})", options_.node_name,
+                   absl::FormatDuration(interval));
     }
     if (!Sleep(interval)) return;
     crest::v1::HeartbeatRequest hb;

@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "crest/v1/controller.grpc.pb.h"
 
 namespace crest::agent {

@@ -17,8 +17,8 @@ struct NumaNodeInfo {
 };
 
 struct Topology {
-  uint32_t cpu_count = 0;            // possible CPUs
-  std::vector<uint32_t> online_cpus;  // ascending
+  uint32_t cpu_count = 0;                // possible CPUs
+  std::vector<uint32_t> online_cpus;     // ascending
   std::vector<NumaNodeInfo> numa_nodes;  // ascending by id; one node 0 if sysfs has none
 
   // CPUs of the odd-numbered NUMA nodes (1, 3, 5, ...) that are online.

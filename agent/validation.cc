@@ -81,17 +81,18 @@ absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
       if (o.value_case() == crest::v1::ConfigOverride::kIntValue) {
         v = o.int_value();
       } else if (o.value_case() == crest::v1::ConfigOverride::kDoubleValue &&
-                 std::isfinite(o.double_value()) && std::trunc(o.double_value()) == o.double_value() &&
+                 std::isfinite(o.double_value()) &&
+                 std::trunc(o.double_value()) == o.double_value() &&
                  std::fabs(o.double_value()) < 9e15) {
         // A whole number sent as a double is the same integer.
         v = static_cast<int64_t>(o.double_value());
       } else {
-        return Invalid(field, absl::StrCat("expected an integer in [", limit->min, ", ", limit->max,
-                                           "]"));
+        return Invalid(field,
+                       absl::StrCat("expected an integer in [", limit->min, ", ", limit->max, "]"));
       }
       if (v < limit->min || v > limit->max) {
-        return Invalid(field, absl::StrCat("expected an integer in [", limit->min, ", ",
-                                           limit->max, "], got ", v));
+        return Invalid(field, absl::StrCat("expected an integer in [", limit->min, ", ", limit->max,
+                                           "], got ", v));
       }
       ints[o.key()] = v;
       literal = absl::StrCat(v);
@@ -107,12 +108,12 @@ absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
   int64_t prefill_batch = effective("maxPrefillBatchSize");
   if (batch > 0 && prefill_batch > batch &&
       (ints.count("maxBatchSize") != 0 || ints.count("maxPrefillBatchSize") != 0)) {
-    return Invalid("maxPrefillBatchSize",
-                   absl::StrCat("expected at most maxBatchSize (", batch, "), got ", prefill_batch));
+    return Invalid("maxPrefillBatchSize", absl::StrCat("expected at most maxBatchSize (", batch,
+                                                       "), got ", prefill_batch));
   }
-  if (auto it = ints.find("maxPrefillTokens");
-      it != ints.end() && current.max_input_token_len > 0 &&
-      it->second < current.max_input_token_len) {
+  if (auto it = ints.find("maxPrefillTokens"); it != ints.end() &&
+                                               current.max_input_token_len > 0 &&
+                                               it->second < current.max_input_token_len) {
     return Invalid("maxPrefillTokens",
                    absl::StrCat("expected at least maxInputTokenLen (", current.max_input_token_len,
                                 "), got ", it->second));
@@ -136,8 +137,8 @@ absl::Status ValidateHostTuning(const crest::v1::ApplyHostTuningRequest& request
   }
   if (!request.thp().empty() && request.thp() != "always" && request.thp() != "madvise" &&
       request.thp() != "never") {
-    return Invalid("thp",
-                   absl::StrCat("\"", request.thp(), "\" is not a THP mode (always|madvise|never)"));
+    return Invalid(
+        "thp", absl::StrCat("\"", request.thp(), "\" is not a THP mode (always|madvise|never)"));
   }
   if (request.governor().empty() && request.thp().empty()) {
     return Invalid("governor/thp", "nothing to tune (give a governor, a THP mode or both)");
@@ -199,8 +200,7 @@ absl::Status ValidateBenchmarkSpec(const crest::v1::BenchmarkSpec& spec) {
     return Invalid("spec.concurrency",
                    absl::StrCat("expected [1, 100000], got ", spec.concurrency()));
   }
-  if (!std::isfinite(spec.request_rate()) || spec.request_rate() < 0 ||
-      spec.request_rate() > 1e6) {
+  if (!std::isfinite(spec.request_rate()) || spec.request_rate() < 0 || spec.request_rate() > 1e6) {
     return Invalid("spec.request_rate", "expected [0, 1e6] requests/s (0: concurrency mode)");
   }
   if (spec.request_count() > 10'000'000) {

@@ -10,11 +10,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "crest/v1/agent.pb.h"
-#include "crest/v1/benchmark.pb.h"
 
 #include "agent/agent_config.h"
 #include "agent/config_json_editor.h"
+#include "crest/v1/agent.pb.h"
+#include "crest/v1/benchmark.pb.h"
 
 namespace crest::agent {
 

@@ -13,15 +13,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "crest/v1/agent.grpc.pb.h"
+#include "cli/commands.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
 
-#include "cli/commands.h"
 #include "common/command_line.h"
 #include "common/status.h"
 #include "common/tls.h"
+#include "crest/v1/agent.grpc.pb.h"
 
 namespace crest::cli {
 namespace {
@@ -146,8 +146,7 @@ void PrintHost(const crest::v1::HostState& h) {
   };
   std::cout << "governor: " << (h.governor().empty() ? "-" : h.governor())
             << support(h.governor_support()) << "\n"
-            << "thp:      " << (h.thp().empty() ? "-" : h.thp()) << support(h.thp_support())
-            << "\n"
+            << "thp:      " << (h.thp().empty() ? "-" : h.thp()) << support(h.thp_support()) << "\n"
             << "tuned:    " << (h.tuned() ? "yes (previous state recorded)" : "no") << "\n";
 }
 
@@ -323,8 +322,7 @@ int Start(const NodeFlags& f, const StartFlags& sf) {
   }
   std::cout << "ready: pid " << ready.pid() << ", npuBlockNum " << ready.npu_block_num()
             << ", pinned to "
-            << (ready.pinned_cpu_list().empty() ? "nothing" : ready.pinned_cpu_list())
-            << ", after "
+            << (ready.pinned_cpu_list().empty() ? "nothing" : ready.pinned_cpu_list()) << ", after "
             << TimeUtil::DurationToMilliseconds(ready.startup_time()) / 1000.0 << " s\n"
             << "business:   " << ready.business_url() << "\n"
             << "management: " << ready.management_url() << "\n";
@@ -379,10 +377,11 @@ int Status(const NodeFlags& f) {
   std::cout << "state: " << crest::v1::DaemonState_Name(reply.state()) << "\n";
   if (reply.pid() != 0) {
     std::cout << "pid " << reply.pid() << ", npuBlockNum " << reply.npu_block_num()
-              << ", pinned to " << (reply.pinned_cpu_list().empty() ? "nothing" : reply.pinned_cpu_list())
-              << "\n";
+              << ", pinned to "
+              << (reply.pinned_cpu_list().empty() ? "nothing" : reply.pinned_cpu_list()) << "\n";
   }
-  if (reply.has_last_failure()) std::cout << "last failure: " << reply.last_failure().reason() << "\n";
+  if (reply.has_last_failure())
+    std::cout << "last failure: " << reply.last_failure().reason() << "\n";
   return 0;
 }
 
@@ -394,7 +393,8 @@ absl::StatusOr<crest::v1::BenchmarkSpec> MakeSpec(const BenchCliFlags& b) {
   } else if (api == "openai") {
     spec.set_api(crest::v1::BENCHMARK_API_OPENAI);
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--api \"", b.api, "\": expected mindie or openai"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--api \"", b.api, "\": expected mindie or openai"));
   }
   std::string kind = absl::AsciiStrToLower(b.task_kind);
   if (kind == "stream") {
@@ -483,7 +483,8 @@ int Bench(const NodeFlags& f, const BenchCliFlags& b) {
             << "Throughput:             " << result->qps() << " req/s\n"
             << "FirstTokenTime avg:     " << result->first_token_time().average_ms() << " ms\n"
             << "DecodeTime avg:         " << result->decode_time().average_ms() << " ms\n"
-            << "Returned / Failed:      " << result->succeeded() << " / " << result->failed() << "\n";
+            << "Returned / Failed:      " << result->succeeded() << " / " << result->failed()
+            << "\n";
   return 0;
 }
 
@@ -514,9 +515,11 @@ void AddNodeCommands(CLI::App& crest, Action* action) {
   restore->callback([action, flags] { *action = [flags] { return Restore(*flags); }; });
 
   auto sf = std::make_shared<StartFlags>();
-  CLI::App* start = group->add_subcommand("start", "Start the daemon with ScheduleConfig overrides");
+  CLI::App* start =
+      group->add_subcommand("start", "Start the daemon with ScheduleConfig overrides");
   AddCommon(start, flags.get());
-  start->add_option("--set", sf->sets, "ScheduleConfig KEY=VALUE (repeatable), e.g. maxBatchSize=400");
+  start->add_option("--set", sf->sets,
+                    "ScheduleConfig KEY=VALUE (repeatable), e.g. maxBatchSize=400");
   start->add_option("--pin", sf->pin, "odd-numa | none | CPU list (e.g. 24-47,72-95)")
       ->capture_default_str();
   start->add_flag("--replace", sf->replace, "Stop a running daemon first instead of refusing");
@@ -529,14 +532,16 @@ void AddNodeCommands(CLI::App& crest, Action* action) {
   CLI::App* stop = group->add_subcommand("stop", "Stop the daemon (SIGTERM, grace, SIGKILL)");
   AddCommon(stop, flags.get());
   stop->add_option("--grace", *grace, "Seconds between SIGTERM and SIGKILL (default: agent's)");
-  stop->callback([action, flags, grace] { *action = [flags, grace] { return Stop(*flags, *grace); }; });
+  stop->callback(
+      [action, flags, grace] { *action = [flags, grace] { return Stop(*flags, *grace); }; });
 
   CLI::App* status = group->add_subcommand("status", "The daemon's state");
   AddCommon(status, flags.get());
   status->callback([action, flags] { *action = [flags] { return Status(*flags); }; });
 
   auto b = std::make_shared<BenchCliFlags>();
-  CLI::App* bench = group->add_subcommand("bench", "Run crest-bench on the node against its daemon");
+  CLI::App* bench =
+      group->add_subcommand("bench", "Run crest-bench on the node against its daemon");
   AddCommon(bench, flags.get());
   bench->add_option("--Concurrency,--concurrency", b->concurrency, "Requests in flight at most")
       ->capture_default_str();
@@ -544,8 +549,9 @@ void AddNodeCommands(CLI::App& crest, Action* action) {
                     "Requests per second (0: concurrency mode)");
   bench->add_option("--RequestCount,--request-count", b->request_count,
                     "Measured requests (0: the dataset once)");
-  bench->add_option("--MaxOutputLen,--max-output-len", b->max_output_len,
-                    "Generated tokens per request at most")
+  bench
+      ->add_option("--MaxOutputLen,--max-output-len", b->max_output_len,
+                   "Generated tokens per request at most")
       ->capture_default_str();
   bench->add_option("--DatasetType,--dataset-type", b->dataset_type, "gsm8k | jsonl | synthetic")
       ->capture_default_str();
@@ -561,8 +567,9 @@ void AddNodeCommands(CLI::App& crest, Action* action) {
       ->capture_default_str();
   bench->add_option("--WarmupRequests,--warmup-requests,--WarmupSize,--warmup-size", b->warmup,
                     "Requests sent and discarded first");
-  bench->add_option("--RequestTimeOut,--request-timeout", b->request_timeout_s,
-                    "Seconds before a request counts as failed")
+  bench
+      ->add_option("--RequestTimeOut,--request-timeout", b->request_timeout_s,
+                   "Seconds before a request counts as failed")
       ->capture_default_str();
   bench->add_option("--Duration,--duration", b->duration_s, "Stop sending after this many seconds");
   bench->add_option("--seed,--Seed", b->seed, "Seed for prompt order and arrival gaps");

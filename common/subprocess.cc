@@ -3,8 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,7 +110,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions
   cpu_set_t cpu_set;
   CPU_ZERO(&cpu_set);
   for (uint32_t cpu : options.cpus) {
-    if (cpu >= CPU_SETSIZE) return absl::InvalidArgumentError(absl::StrCat("CPU ", cpu, " too large"));
+    if (cpu >= CPU_SETSIZE)
+      return absl::InvalidArgumentError(absl::StrCat("CPU ", cpu, " too large"));
     CPU_SET(cpu, &cpu_set);
   }
 
@@ -226,7 +227,8 @@ Subprocess::~Subprocess() {
 
 absl::Status Subprocess::SignalGroup(int sig) {
   if (::kill(-pid_, sig) != 0) {
-    if (errno == ESRCH) return absl::NotFoundError(absl::StrCat("process group ", pid_, " is gone"));
+    if (errno == ESRCH)
+      return absl::NotFoundError(absl::StrCat("process group ", pid_, " is gone"));
     return absl::InternalError(absl::StrCat("kill(-", pid_, "): ", std::strerror(errno)));
   }
   return absl::OkStatus();

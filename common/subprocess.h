@@ -80,7 +80,8 @@ class Subprocess {
   bool ReadAvailable(std::string* out);
 
  private:
-  Subprocess(pid_t pid, int output_fd, int pid_fd) : pid_(pid), output_fd_(output_fd), pid_fd_(pid_fd) {}
+  Subprocess(pid_t pid, int output_fd, int pid_fd)
+      : pid_(pid), output_fd_(output_fd), pid_fd_(pid_fd) {}
   std::optional<ExitInfo> TryReap();
 
   pid_t pid_;

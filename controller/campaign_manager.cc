@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
@@ -163,6 +164,28 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
     }
   }
   return best;
+}
+
+void NormalizeTimeScale(crest::v1::BenchmarkResult* r, double scale) {
+  if (scale <= 0 || scale == 1) return;
+  r->set_generate_speed(r->generate_speed() / scale);
+  r->set_generate_speed_per_client(r->generate_speed_per_client() / scale);
+  r->set_total_generate_speed(r->total_generate_speed() / scale);
+  r->set_input_generate_speed(r->input_generate_speed() / scale);
+  r->set_qps(r->qps() / scale);
+  for (auto* stats :
+       {r->mutable_first_token_time(), r->mutable_decode_time(), r->mutable_e2e_latency()}) {
+    stats->set_average_ms(stats->average_ms() * scale);
+    stats->set_p50_ms(stats->p50_ms() * scale);
+    stats->set_p90_ms(stats->p90_ms() * scale);
+    stats->set_p99_ms(stats->p99_ms() * scale);
+    stats->set_max_ms(stats->max_ms() * scale);
+    stats->set_min_ms(stats->min_ms() * scale);
+  }
+  int64_t nanos = static_cast<int64_t>(
+      (static_cast<double>(r->duration().seconds()) * 1e9 + r->duration().nanos()) * scale);
+  r->mutable_duration()->set_seconds(nanos / 1000000000);
+  r->mutable_duration()->set_nanos(static_cast<int32_t>(nanos % 1000000000));
 }
 
 crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
@@ -953,6 +976,13 @@ void CampaignManager::RunTrial(Job* job, Trial trial) {
   client->StopDaemon(options_.call_timeout).IgnoreError();
   if (job->cancel.cancelled()) return end_error(absl::CancelledError("stopped"), "");
   *trial.mutable_result() = *result;
+  if (auto agent = registry_->Get(job->node)) {
+    auto it = agent->labels().find(kTimeScaleLabel);
+    double scale = 0;
+    if (it != agent->labels().end() && absl::SimpleAtod(it->second, &scale) && scale > 0) {
+      NormalizeTimeScale(trial.mutable_result(), scale);
+    }
+  }
   if (result->succeeded() == 0) {
     std::vector<std::string> why;
     for (const auto& [k, v] : result->failures()) why.push_back(absl::StrCat(k, " x", v));

@@ -144,6 +144,14 @@ class CampaignManager {
       ABSL_GUARDED_BY(subscribers_mu_);
 };
 
+// Label by which a simulated node declares how much faster than real time its
+// daemon runs; the controller then records figures in simulated time.
+inline constexpr char kTimeScaleLabel[] = "sim-time-scale";
+
+// Divides throughputs by `scale` and multiplies latencies and the duration by
+// it: the figures the simulated hardware would show in real time.
+void NormalizeTimeScale(crest::v1::BenchmarkResult* result, double scale);
+
 // The campaign's report (also what `crest campaign report` prints).
 crest::v1::CampaignReport BuildReport(const StoredCampaign& stored);
 

@@ -394,6 +394,37 @@ TEST_F(ManagerTest, CancelStopsTheTrialAndRestoresHosts) {
   EXPECT_THAT(manager_->Cancel("nope"), StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST(NormalizeTimeScale, ReportsSimulatedTime) {
+  crest::v1::BenchmarkResult r;
+  r.set_generate_speed(143047.1);
+  r.set_generate_speed_per_client(143.0471);
+  r.mutable_first_token_time()->set_average_ms(20);
+  r.mutable_decode_time()->set_p99_ms(2);
+  r.mutable_duration()->set_seconds(3);
+  NormalizeTimeScale(&r, 50);
+  EXPECT_NEAR(r.generate_speed(), 2860.942, 1e-6);
+  EXPECT_NEAR(r.generate_speed_per_client(), 2.860942, 1e-9);
+  EXPECT_DOUBLE_EQ(r.first_token_time().average_ms(), 1000);
+  EXPECT_DOUBLE_EQ(r.decode_time().p99_ms(), 100);
+  EXPECT_EQ(r.duration().seconds(), 150);
+  NormalizeTimeScale(&r, 0);  // no label: unchanged
+  EXPECT_EQ(r.duration().seconds(), 150);
+}
+
+TEST_F(ManagerTest, SimulatedNodesReportInSimulatedTime) {
+  auto a = connector_.Add("a");
+  crest::v1::RegisterAgentRequest r;
+  r.set_node_name("a");
+  r.set_advertise_address("127.0.0.1:1");
+  (*r.mutable_labels())[kTimeScaleLabel] = "10";
+  registry_->Register(r);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: s\nmodels: [{name: m}]\nsearch: {range: [100, 100]}\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_DOUBLE_EQ(Trials(c->id())[0].result().generate_speed(), 10);  // fake: 100 tok/s
+}
+
 TEST_F(ManagerTest, RefusesABadSpecListingEveryProblem) {
   CREST_ASSERT_OK(manager_->Start());
   crest::v1::CampaignSpec spec;

@@ -352,10 +352,10 @@ class Walker {
                 v, p, 0, 100000, [c](uint32_t x) { c->set_warmup_requests(x); }, "a request count");
           } else if (key == "task_kind") {
             crest::v1::TaskKind kind{};
-            if (Choice<crest::v1::TaskKind>(v, p,
-                                            {{"stream", crest::v1::TASK_KIND_STREAM},
-                                             {"text", crest::v1::TASK_KIND_TEXT}},
-                                            &kind)) {
+            if (Choice<crest::v1::TaskKind>(
+                    v, p,
+                    {{"stream", crest::v1::TASK_KIND_STREAM}, {"text", crest::v1::TASK_KIND_TEXT}},
+                    &kind)) {
               c->set_task_kind(kind);
             }
           } else if (key == "avg_input_tokens") {

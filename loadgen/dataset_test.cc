@@ -36,9 +36,10 @@ TEST(DatasetTest, ResolvesDirectoryOrFile) {
 
 TEST(DatasetTest, ReadsGsm8kQuestionsAndJsonlPrompts) {
   crest::testing::TempDir dir;
-  ASSERT_THAT(WriteFileAtomically(dir.File("g.jsonl"),
-                                  "{\"question\":\"a\",\"answer\":\"1\"}\n\n{\"question\":\"b\"}\n"),
-              IsOk());
+  ASSERT_THAT(
+      WriteFileAtomically(dir.File("g.jsonl"),
+                          "{\"question\":\"a\",\"answer\":\"1\"}\n\n{\"question\":\"b\"}\n"),
+      IsOk());
   EXPECT_THAT(*LoadPrompts(Type(crest::v1::DATASET_TYPE_GSM8K), dir.File("g.jsonl"), 0),
               ElementsAre("a", "b"));
   ASSERT_THAT(WriteFileAtomically(dir.File("p.jsonl"), "{\"prompt\":\"x\"}\n"), IsOk());

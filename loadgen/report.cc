@@ -119,7 +119,7 @@ std::string FormatJson(const crest::v1::BenchmarkResult& r, const ReportContext&
 
 std::string FormatTable(const crest::v1::BenchmarkResult& r, const ReportContext& context) {
   std::string out = "The BenchMark test performance metric result is:\n";
-  const std::string rule(20 + 6 * 16 + 10, '-');  // name, six stats, N
+  const std::string rule(126, '-');  // 20 (name) + 6 x 16 (stats) + 10 (N)
   absl::StrAppendFormat(&out, "%-20s%16s%16s%16s%16s%16s%16s%10s\n", "Metric", "average", "max",
                         "min", "P50", "P90", "P99", "N");
   absl::StrAppend(&out, rule, "\n");

@@ -423,7 +423,8 @@ void Engine::Finish(Transfer* t, CURLcode code) {
     r.failure = FailureForCurl(code);
   } else if (plan_.stream) {
     if (!st.done_seen && (!st.final_seen || t->framer.HasPartialEvent())) r.failure = "truncated";
-  } else if (!HandleTextBody(plan_.api, t->text, st)) {
+  } else {
+    HandleTextBody(plan_.api, t->text, st);  // sets st.failure when the body is not valid
     r.failure = st.failure;
   }
   r.ok = r.failure.empty();

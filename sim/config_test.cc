@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+
 #include "common/testing/status_matchers.h"
 #include "sim/test_util.h"
 
@@ -111,18 +113,19 @@ TEST(ConfigTest, MissingKeyNamesFullKeyPath) {
         "supportSelectBatch", "prefillTimeMsPerReq", "decodeTimeMsPerReq"}},
   };
   for (const auto& [section, names] : keys) {
+    const std::string& sec = section;  // structured bindings cannot be captured
     for (const std::string& key : names) {
-      std::string msg = ErrorAfter([&](json& j) {
+      std::string msg = ErrorAfter([&sec, &key](json& j) {
         json* node = &j;
-        if (section == "ServerConfig") node = &j["ServerConfig"];
-        if (section == "BackendConfig.ModelDeployConfig") {
+        if (sec == "ServerConfig") node = &j["ServerConfig"];
+        if (sec == "BackendConfig.ModelDeployConfig") {
           node = &j["BackendConfig"]["ModelDeployConfig"];
         }
-        if (section == "BackendConfig.ModelDeployConfig.ModelConfig[0]") node = &Model(j);
-        if (section == "BackendConfig.ScheduleConfig") node = &Schedule(j);
+        if (sec == "BackendConfig.ModelDeployConfig.ModelConfig[0]") node = &Model(j);
+        if (sec == "BackendConfig.ScheduleConfig") node = &Schedule(j);
         node->erase(key);
       });
-      EXPECT_EQ(msg, section + "." + key + ": missing");
+      EXPECT_EQ(msg, absl::StrCat(sec, ".", key, ": missing"));
     }
   }
   EXPECT_EQ(ErrorAfter([](json& j) { j.erase("BackendConfig"); }), "BackendConfig: missing");

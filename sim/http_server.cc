@@ -19,7 +19,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-constexpr uint64_t kBodyLimit = 16 * 1024 * 1024;
+constexpr uint64_t kBodyLimit = uint64_t{16} * 1024 * 1024;
 
 const char* Reason(int status) {
   switch (status) {

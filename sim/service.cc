@@ -49,12 +49,12 @@ bool ReadMaxTokens(const json& obj, const char* key, const std::string& path, in
 
 }  // namespace
 
-Service::Service(boost::asio::io_context& io, const SimConfig& config, const Profile& profile,
+Service::Service(boost::asio::io_context& io, SimConfig config, Profile profile,
                  const OutputLengthDistribution& workload, Engine* engine, SimMetrics* metrics,
                  std::function<void()> on_stop)
     : io_(io),
-      config_(config),
-      profile_(profile),
+      config_(std::move(config)),
+      profile_(std::move(profile)),
       workload_(workload),
       engine_(engine),
       metrics_(metrics),
@@ -216,15 +216,15 @@ void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<R
                      .count();
   std::string model = Escape(config_.model_name);
   if (api == Api::kCompletions) {
-    f.prefix = absl::StrCat("data: {\"id\":\"cmpl-", id,
-                            "\",\"object\":\"text_completion\",\"created\":", created,
-                            ",\"model\":\"", model, "\",\"choices\":[{\"index\":0,\"text\":\"");
+    f.prefix =
+        absl::StrCat(R"(data: {"id":"cmpl-)", id, R"(","object":"text_completion","created":)",
+                     created, R"(,"model":")", model, R"(","choices":[{"index":0,"text":")");
   } else if (api == Api::kChat) {
-    f.prefix = absl::StrCat("data: {\"id\":\"chatcmpl-", id,
-                            "\",\"object\":\"chat.completion.chunk\",\"created\":", created,
-                            ",\"model\":\"", model,
-                            "\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-                            "\"content\":\"");
+    f.prefix = absl::StrCat(R"(data: {"id":"chatcmpl-)", id,
+                            R"(","object":"chat.completion.chunk","created":)", created,
+                            R"(,"model":")", model,
+                            R"(","choices":[{"index":0,"delta":{"role":"assistant",)"
+                            R"("content":")");
   }
   absl::Status status = engine_->Submit({id, prompt_tokens, f.output_tokens});
   if (!status.ok()) {
@@ -264,12 +264,12 @@ void Service::OnTokens(const std::vector<TokenEvent>& events) {
         case Api::kCompletions:
         case Api::kChat: {
           // The chat delta object needs one more closing brace.
-          const char* close = f.api == Api::kChat ? "\"}" : "\"";
+          const char* close = f.api == Api::kChat ? R"("})" : R"(")";
           if (e.finished) {
-            event = absl::StrCat(f.prefix, tok, close, ",\"finish_reason\":\"", reason,
-                                 "\"}],\"usage\":{\"prompt_tokens\":", f.prompt_tokens,
-                                 ",\"completion_tokens\":", e.generated,
-                                 ",\"total_tokens\":", f.prompt_tokens + e.generated, "}}\n\n");
+            event = absl::StrCat(f.prefix, tok, close, R"(,"finish_reason":")", reason,
+                                 R"("}],"usage":{"prompt_tokens":)", f.prompt_tokens,
+                                 R"(,"completion_tokens":)", e.generated, R"(,"total_tokens":)",
+                                 f.prompt_tokens + e.generated, "}}\n\n");
           } else {
             event = absl::StrCat(f.prefix, tok, close, ",\"finish_reason\":null}]}\n\n");
           }
@@ -277,13 +277,13 @@ void Service::OnTokens(const std::vector<TokenEvent>& events) {
         }
         default:
           if (e.finished) {
-            event = absl::StrCat(
-                "data: {\"token\":{\"id\":", token_id, ",\"text\":\"", tok,
-                "\"},\"generated_text\":\"", f.text, "\",\"details\":{\"finish_reason\":\"",
-                f.capped ? "length" : "eos_token", "\",\"generated_tokens\":", e.generated,
-                ",\"prompt_tokens\":", f.prompt_tokens, "}}\n\n");
+            event = absl::StrCat(R"(data: {"token":{"id":)", token_id, R"(,"text":")", tok,
+                                 R"("},"generated_text":")", f.text,
+                                 R"(","details":{"finish_reason":")",
+                                 f.capped ? "length" : "eos_token", R"(","generated_tokens":)",
+                                 e.generated, R"(,"prompt_tokens":)", f.prompt_tokens, "}}\n\n");
           } else {
-            event = absl::StrCat("data: {\"token\":{\"id\":", token_id, ",\"text\":\"", tok,
+            event = absl::StrCat(R"(data: {"token":{"id":)", token_id, R"(,"text":")", tok,
                                  "\"},\"generated_text\":null,\"details\":null}\n\n");
           }
           break;

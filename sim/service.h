@@ -24,7 +24,7 @@ class Service {
  public:
   // `engine` and `metrics` must outlive the service; `on_stop` runs for
   // GET /stopService.
-  Service(boost::asio::io_context& io, const SimConfig& config, const Profile& profile,
+  Service(boost::asio::io_context& io, SimConfig config, Profile profile,
           const OutputLengthDistribution& workload, Engine* engine, SimMetrics* metrics,
           std::function<void()> on_stop);
 

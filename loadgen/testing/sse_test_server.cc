@@ -321,6 +321,14 @@ size_t SseTestServer::received() const {
   return impl_->received;
 }
 
+bool SseTestServer::WaitForServed(size_t n, absl::Duration timeout) const {
+  absl::MutexLock lock(&impl_->mu);
+  Impl* impl = impl_.get();
+  auto reached = [impl, n]()
+                     ABSL_SHARED_LOCKS_REQUIRED(impl->mu) { return impl->served.size() >= n; };
+  return impl_->mu.AwaitWithTimeout(absl::Condition(&reached), timeout);
+}
+
 bool SseTestServer::WaitForReceived(size_t n, absl::Duration timeout) const {
   absl::MutexLock lock(&impl_->mu);
   Impl* impl = impl_.get();

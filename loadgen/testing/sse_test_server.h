@@ -72,6 +72,8 @@ class SseTestServer {
   size_t connections() const;
   // Requests fully read so far (replies may still be running).
   size_t received() const;
+  // Waits until requests() >= n (replies finished and recorded); false after `timeout`.
+  bool WaitForServed(size_t n, absl::Duration timeout) const;
   // Waits until received() >= n; false after `timeout`.
   bool WaitForReceived(size_t n, absl::Duration timeout) const;
 

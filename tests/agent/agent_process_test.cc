@@ -9,7 +9,6 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "crest/v1/agent.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -20,13 +19,28 @@
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
 #include "common/tls.h"
+#include "crest/v1/agent.grpc.pb.h"
 #include "tests/agent/agent_test_util.h"
 
 namespace crest::agent {
 namespace {
 
-using ::testing::HasSubstr;
+TlsOptions Insecure() {
+  TlsOptions t;
+  t.insecure = true;
+  return t;
+}
+
+TlsOptions Tls(const std::string& cert, const std::string& key, const std::string& ca) {
+  TlsOptions t;
+  t.cert_file = cert;
+  t.key_file = key;
+  t.ca_file = ca;
+  return t;
+}
+
 using testing::AgentProcess;
+using ::testing::HasSubstr;
 using testing::ReadFakeFile;
 
 class AgentProcessTest : public ::testing::Test {
@@ -38,23 +52,24 @@ class AgentProcessTest : public ::testing::Test {
     config_json_ = *path;
     original_ = *ReadFileToString(config_json_);
     std::ofstream(dir_.File("agent.yaml"))
-        << "daemon:\n  binary: " << testing::BinDir() << "/mindie-sim\n  install_dir: "
-        << dir_.path() << "/mindie\n  args: [\"--config\", \"" << config_json_
+        << "daemon:\n  binary: " << testing::BinDir()
+        << "/mindie-sim\n  install_dir: " << dir_.path() << "/mindie\n  args: [\"--config\", \""
+        << config_json_
         << "\", \"--time-scale\", \"50\", \"--seed\", \"5\"]\n  start_timeout_s: 20\n"
         << "  stop_grace_s: 5\nlimits:\n  maxBatchSize: {min: 1, max: 1000}\n"
         << "labels: {npu: 910B3}\n";
   }
 
   std::vector<std::string> Args(bool insecure = true) {
-    std::vector<std::string> a = {"--listen", "127.0.0.1:0", "--state-dir", state_,
-                                  "--sysfs-root", sysfs_, "--config", dir_.File("agent.yaml"),
-                                  "--node-name", "n1"};
+    std::vector<std::string> a = {
+        "--listen", "127.0.0.1:0", "--state-dir",           state_,        "--sysfs-root",
+        sysfs_,     "--config",    dir_.File("agent.yaml"), "--node-name", "n1"};
     if (insecure) a.push_back("--insecure");
     return a;
   }
 
   std::unique_ptr<crest::v1::NodeAgent::Stub> Stub(const std::string& address,
-                                                    const TlsOptions& tls = {true}) {
+                                                   const TlsOptions& tls = Insecure()) {
     auto channel = MakeChannel(address, tls);
     EXPECT_TRUE(channel.ok());
     return crest::v1::NodeAgent::NewStub(*channel);
@@ -277,9 +292,19 @@ TEST_F(AgentProcessTest, BenchmarkThroughRpcMatchesCrestBenchAlone) {
   ASSERT_TRUE(via_agent.has_value());
 
   SpawnOptions bench;
-  bench.argv = {testing::BinDir() + "/crest-bench", "--Http", ready.ready().business_url(),
-                "--Concurrency", "8", "--RequestCount", "48", "--MaxOutputLen", "24",
-                "--seed", "11", "--json", dir_.File("alone.json")};
+  bench.argv = {testing::BinDir() + "/crest-bench",
+                "--Http",
+                ready.ready().business_url(),
+                "--Concurrency",
+                "8",
+                "--RequestCount",
+                "48",
+                "--MaxOutputLen",
+                "24",
+                "--seed",
+                "11",
+                "--json",
+                dir_.File("alone.json")};
   auto out = RunCommand(bench, absl::Seconds(60));
   CREST_ASSERT_OK(out);
   ASSERT_EQ(out->exit.code, 0) << out->output;
@@ -303,8 +328,8 @@ TEST_F(AgentProcessTest, TlsRefusesClientsWithoutTheRightCertificate) {
   auto client = ca->Issue("controller");
   auto stranger = other->Issue("stranger");
   std::vector<std::string> args = Args(false);
-  args.insert(args.end(), {"--tls-cert", server->cert, "--tls-key", server->key, "--tls-ca",
-                           ca->ca_file()});
+  args.insert(args.end(),
+              {"--tls-cert", server->cert, "--tls-key", server->key, "--tls-ca", ca->ca_file()});
   auto agent = AgentProcess::Start(args);
   ASSERT_TRUE(agent.ok()) << agent.status();
   auto call = [&](const TlsOptions& tls) {
@@ -314,20 +339,26 @@ TEST_F(AgentProcessTest, TlsRefusesClientsWithoutTheRightCertificate) {
     crest::v1::DaemonStatus reply;
     return stub->GetDaemonStatus(&ctx, {}, &reply);
   };
-  TlsOptions good{false, client->cert, client->key, ca->ca_file()};
+  TlsOptions good = Tls(client->cert, client->key, ca->ca_file());
   EXPECT_TRUE(call(good).ok());
-  TlsOptions wrong_ca{false, stranger->cert, stranger->key, other->ca_file()};
+  TlsOptions wrong_ca = Tls(stranger->cert, stranger->key, other->ca_file());
   EXPECT_FALSE(call(wrong_ca).ok());
-  TlsOptions foreign_cert{false, stranger->cert, stranger->key, ca->ca_file()};
+  TlsOptions foreign_cert = Tls(stranger->cert, stranger->key, ca->ca_file());
   EXPECT_FALSE(call(foreign_cert).ok());
   // Plaintext to a TLS agent fails too.
-  EXPECT_FALSE(call(TlsOptions{true}).ok());
+  EXPECT_FALSE(call(Insecure()).ok());
 }
 
 TEST_F(AgentProcessTest, InsecureOnlyOnLoopback) {
   SpawnOptions options;
-  options.argv = {testing::BinDir() + "/crest-agent", "--listen", "0.0.0.0:0", "--insecure",
-                  "--state-dir", state_, "--sysfs-root", sysfs_};
+  options.argv = {testing::BinDir() + "/crest-agent",
+                  "--listen",
+                  "0.0.0.0:0",
+                  "--insecure",
+                  "--state-dir",
+                  state_,
+                  "--sysfs-root",
+                  sysfs_};
   auto out = RunCommand(options, absl::Seconds(10));
   CREST_ASSERT_OK(out);
   EXPECT_EQ(out->exit.code, 1);
@@ -356,14 +387,14 @@ TEST_F(AgentProcessTest, CliEndToEnd) {
   EXPECT_EQ(j["numaNodes"][1]["cpuList"], "1");
   EXPECT_EQ(j["labels"]["npu"], "910B3");
 
-  CommandOutput tune = Crest({"tune", "--agent", a, "--insecure", "--governor", "performance",
-                              "--thp", "always"});
+  CommandOutput tune =
+      Crest({"tune", "--agent", a, "--insecure", "--governor", "performance", "--thp", "always"});
   EXPECT_EQ(tune.exit.code, 0) << tune.output;
   EXPECT_EQ(Gov(1), "performance");
 
-  CommandOutput start = Crest({"start", "--agent", a, "--insecure", "--set", "maxBatchSize=300",
-                               "--set", "supportSelectBatch=true", "--pin", "odd-numa",
-                               "--output", "json"});
+  CommandOutput start =
+      Crest({"start", "--agent", a, "--insecure", "--set", "maxBatchSize=300", "--set",
+             "supportSelectBatch=true", "--pin", "odd-numa", "--output", "json"});
   ASSERT_EQ(start.exit.code, 0) << start.output;
   nlohmann::json ready = nlohmann::json::parse(start.output);
   EXPECT_GT(ready["pid"].get<int>(), 0);
@@ -396,7 +427,8 @@ TEST_F(AgentProcessTest, CliEndToEnd) {
   CommandOutput bad_pin = Crest({"start", "--agent", a, "--insecure", "--pin", "evens"});
   EXPECT_EQ(bad_pin.exit.code, 1);
   EXPECT_THAT(bad_pin.output, HasSubstr("--pin"));
-  CommandOutput unreachable = Crest({"info", "--agent", "127.0.0.1:1", "--insecure", "--timeout", "2"});
+  CommandOutput unreachable =
+      Crest({"info", "--agent", "127.0.0.1:1", "--insecure", "--timeout", "2"});
   EXPECT_EQ(unreachable.exit.code, 1);
   EXPECT_EQ((*agent)->Terminate(), 0);
 }

@@ -30,8 +30,7 @@ std::string SourceDir() {
 absl::StatusOr<std::string> WriteSimConfigJson(
     const std::string& dir,
     const std::vector<std::pair<std::vector<std::string>, std::string>>& extra) {
-  CREST_ASSIGN_OR_RETURN(std::string text,
-                         ReadFileToString(SourceDir() + "/sim/conf/config.json"));
+  CREST_ASSIGN_OR_RETURN(std::string text, ReadFileToString(SourceDir() + "/sim/conf/config.json"));
   std::vector<JsonEdit> edits;
   for (const char* key : {"port", "managementPort", "metricsPort"}) {
     CREST_ASSIGN_OR_RETURN(int port, PickFreePort());
@@ -47,8 +46,7 @@ absl::StatusOr<std::string> WriteSimConfigJson(
   return path;
 }
 
-bool ReadUntil(Subprocess& p, const std::string& needle, std::string* out,
-               absl::Duration timeout) {
+bool ReadUntil(Subprocess& p, const std::string& needle, std::string* out, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (!absl::StrContains(*out, needle)) {
     if (!p.ReadAvailable(out)) return absl::StrContains(*out, needle);

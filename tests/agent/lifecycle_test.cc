@@ -34,13 +34,14 @@ class LifecycleTest : public ::testing::Test {
     EXPECT_TRUE(path.ok()) << path.status();
     config_json_ = *path;
     original_ = *ReadFileToString(config_json_);
-    std::string yaml = absl::StrCat("daemon:\n  binary: ", testing::BinDir(),
-                                    "/mindie-sim\n  install_dir: ", dir_.path(),
-                                    "/mindie\n  config_json: conf/config.json\n  start_timeout_s: ",
-                                    start_timeout_s, "\n  stop_grace_s: 5\n  args: [");
+    std::string yaml = absl::StrCat(
+        "daemon:\n  binary: ", testing::BinDir(), "/mindie-sim\n  install_dir: ", dir_.path(),
+        "/mindie\n  config_json: conf/config.json\n  start_timeout_s: ", start_timeout_s,
+        "\n  stop_grace_s: 5\n  args: [");
     std::vector<std::string> args = {"--config", config_json_, "--seed", "1"};
     args.insert(args.end(), sim_args.begin(), sim_args.end());
-    for (size_t i = 0; i < args.size(); ++i) absl::StrAppend(&yaml, i ? ", " : "", "\"", args[i], "\"");
+    for (size_t i = 0; i < args.size(); ++i)
+      absl::StrAppend(&yaml, i ? ", " : "", "\"", args[i], "\"");
     absl::StrAppend(&yaml, "]\n");
     auto config = ParseAgentConfig(yaml, dir_.path() + "/state", testing::BinDir());
     EXPECT_TRUE(config.ok()) << config.status();
@@ -90,7 +91,8 @@ TEST_F(LifecycleTest, ReadyWithNpuBlockNumThenStopLeavesNothing) {
   // One daemon at a time.
   std::atomic<bool> cancel{false};
   StartParams again;
-  EXPECT_THAT(s->Start(again, [](const crest::v1::DaemonEvent&) {}, &cancel),
+  EXPECT_THAT(s->Start(
+                  again, [](const crest::v1::DaemonEvent&) {}, &cancel),
               crest::testing::StatusIs(absl::StatusCode::kFailedPrecondition,
                                        HasSubstr("replace_running")));
 
@@ -138,9 +140,9 @@ TEST_F(LifecycleTest, CrashAfterReadyIsReported) {
 
 TEST_F(LifecycleTest, OutOfMemoryIsReportedWithTheLogTail) {
   // 1000 GiB of KV cache per card cannot fit.
-  auto s = Make({"--time-scale", "50"}, 20,
-                {{{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"},
-                  "1000"}});
+  auto s =
+      Make({"--time-scale", "50"}, 20,
+           {{{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "1000"}});
   auto events = Start(*s, {});
   ASSERT_TRUE(events.back().has_failed()) << events.back().DebugString();
   const crest::v1::DaemonFailed& f = events.back().failed();

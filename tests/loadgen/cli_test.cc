@@ -17,6 +17,13 @@
 namespace crest::loadgen {
 namespace {
 
+// The repository root: $CREST_SOURCE_DIR if set, else derived from this file.
+std::string SourceDir() {
+  if (const char* env = std::getenv("CREST_SOURCE_DIR"); env != nullptr) return env;
+  const std::string file = __FILE__;
+  return file.substr(0, file.rfind("/tests/loadgen/"));
+}
+
 using ::crest::testing::IsOk;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -132,8 +139,7 @@ TEST(CrestBenchCliTest, AllFailedRunStillReportsAndExitsOne) {
 
 TEST(CrestBenchCliTest, AdapterModeRunsTheGivenToolAndParsesItsTables) {
   crest::testing::TempDir dir;
-  const char* src = std::getenv("CREST_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
+  const std::string src = SourceDir();
   // A stand-in `benchmark` that prints a recorded run of the real tool.
   const std::string tool = dir.File("benchmark");
   ASSERT_THAT(WriteFileAtomically(tool,

@@ -3,10 +3,10 @@
 #include <curl/curl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -20,6 +20,13 @@
 namespace crest::loadgen {
 namespace {
 
+// The repository root: $CREST_SOURCE_DIR if set, else derived from this file.
+std::string SourceDir() {
+  if (const char* env = std::getenv("CREST_SOURCE_DIR"); env != nullptr) return env;
+  const std::string file = __FILE__;
+  return file.substr(0, file.rfind("/tests/loadgen/"));
+}
+
 using ::crest::testing::IsOk;
 
 // A mindie-sim child process, stopped with SIGTERM when the object dies.
@@ -27,6 +34,7 @@ class SimProcess {
  public:
   explicit SimProcess(std::vector<std::string> argv) {
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (std::string& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
     pid_ = fork();
@@ -67,11 +75,11 @@ long HttpGet(const std::string& url) {  // NOLINT(google-runtime-int)
 
 TEST(MindieSimTest, StreamsGsm8kThroughBothApis) {
   const char* bin = std::getenv("CREST_BIN_DIR");
-  const char* src = std::getenv("CREST_SOURCE_DIR");
-  if (bin == nullptr || src == nullptr) GTEST_SKIP() << "CREST_BIN_DIR/CREST_SOURCE_DIR unset";
+  const std::string src = SourceDir();
+  if (bin == nullptr) GTEST_SKIP() << "CREST_BIN_DIR unset";
   const std::string sim = std::string(bin) + "/mindie-sim";
   if (access(sim.c_str(), X_OK) != 0) GTEST_SKIP() << sim << " is not built yet";
-  absl::StatusOr<std::string> conf = ReadFileToString(std::string(src) + "/sim/conf/config.json");
+  absl::StatusOr<std::string> conf = ReadFileToString(src + "/sim/conf/config.json");
   if (!conf.ok()) GTEST_SKIP() << "sim/conf/config.json missing: " << conf.status();
   nlohmann::json config = nlohmann::json::parse(*conf, nullptr, false);
   if (!config.is_object()) GTEST_SKIP() << "sim/conf/config.json is not JSON yet";
@@ -111,7 +119,7 @@ TEST(MindieSimTest, StreamsGsm8kThroughBothApis) {
     o.spec.set_concurrency(8);
     o.spec.set_request_count(16);
     o.spec.set_max_output_len(32);
-    o.dataset_path = std::string(src) + "/data/gsm8k/test.jsonl";
+    o.dataset_path = src + "/data/gsm8k/test.jsonl";
     absl::StatusOr<RunOutput> out = RunBenchmark(o, nullptr, nullptr);
     ASSERT_THAT(out, IsOk());
     EXPECT_EQ(out->result.succeeded(), 16U) << out->result.ShortDebugString();
