@@ -37,5 +37,7 @@ function(crest_test name)
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS "${ARG_LABELS}"
-               ENVIRONMENT "CREST_BIN_DIR=${CMAKE_BINARY_DIR}/bin;CREST_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+               # One value per property: a list here would be split into property names.
+               ENVIRONMENT "CREST_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
+               ENVIRONMENT_MODIFICATION "CREST_SOURCE_DIR=set:${PROJECT_SOURCE_DIR}")
 endfunction()

@@ -104,7 +104,7 @@ class CampaignE2e : public ::testing::Test {
     args.push_back("--controller");
     args.push_back(controller_address_);
     for (auto& a : Tls(cli_cert_)) args.push_back(a);
-    return Run("crest", args, timeout);
+    return RunBinary("crest", args, timeout);
   }
 
   std::string Submit(const std::string& yaml) {
@@ -342,22 +342,22 @@ client: {mode: rate}
   r = Cli({"campaign", "report", "c1", "--format", "xml"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("--format"));
-  r = Run("crest", {"campaign", "status", "c1"});
+  r = RunBinary("crest", {"campaign", "status", "c1"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("--controller is required"));
   // The controller refuses a client without a certificate from its CA.
-  r = Run("crest", {"campaign", "list", "--controller", controller_address_, "--insecure"});
+  r = RunBinary("crest", {"campaign", "list", "--controller", controller_address_, "--insecure"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("cannot reach the controller"));
-  r = Run("crest-controller", {"--listen", "127.0.0.1:0"});
+  r = RunBinary("crest-controller", {"--listen", "127.0.0.1:0"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.output, HasSubstr("--state-dir is required"));
-  r = Run("crest-controller",
-          {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("x"), "--agents", "a=b"});
+  r = RunBinary("crest-controller",
+                {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("x"), "--agents", "a=b"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--agents: 'a=b': address must be HOST:PORT"));
-  r = Run("crest-controller",
-          {"--listen", "10.1.2.3:0", "--state-dir", dir_.File("y"), "--insecure"});
+  r = RunBinary("crest-controller",
+                {"--listen", "10.1.2.3:0", "--state-dir", dir_.File("y"), "--insecure"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--insecure is allowed only on loopback"));
 }

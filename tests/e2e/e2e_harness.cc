@@ -108,8 +108,8 @@ std::optional<ExitInfo> Process::Terminate(absl::Duration timeout) {
 
 std::optional<ExitInfo> Process::Wait(absl::Duration timeout) { return proc_->WaitFor(timeout); }
 
-CommandResult Run(const std::string& binary, const std::vector<std::string>& args,
-                  absl::Duration timeout) {
+CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
+                        absl::Duration timeout) {
   SpawnOptions options;
   options.argv.push_back(BinDir() + "/" + binary);
   options.argv.insert(options.argv.end(), args.begin(), args.end());

@@ -60,8 +60,8 @@ struct CommandResult {
 };
 
 // Runs `binary args...` to completion (at most `timeout`).
-CommandResult Run(const std::string& binary, const std::vector<std::string>& args,
-                  absl::Duration timeout = absl::Seconds(30));
+CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
+                        absl::Duration timeout = absl::Seconds(30));
 
 // Marks this process a child subreaper (once).
 void BecomeSubreaper();
