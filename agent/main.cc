@@ -4,7 +4,6 @@
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <csignal>

@@ -12,8 +12,6 @@
 namespace crest::agent {
 namespace {
 
-using google::protobuf::util::TimeUtil;
-
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
@@ -214,11 +212,13 @@ absl::Status ValidateBenchmarkSpec(const crest::v1::BenchmarkSpec& spec) {
     return Invalid("spec.warmup_requests", "expected at most 100000");
   }
   if (spec.has_max_duration()) {
-    absl::Status s = CheckDuration(spec.max_duration(), "spec.max_duration", 7 * 24 * 3600);
+    absl::Status s =
+        CheckDuration(spec.max_duration(), "spec.max_duration", int64_t{7} * 24 * 3600);
     if (!s.ok()) return s;
   }
   if (spec.has_request_timeout()) {
-    absl::Status s = CheckDuration(spec.request_timeout(), "spec.request_timeout", 24 * 3600);
+    absl::Status s =
+        CheckDuration(spec.request_timeout(), "spec.request_timeout", int64_t{24} * 3600);
     if (!s.ok()) return s;
   }
   if (spec.request_count() == 0 && spec.max_duration().seconds() == 0 &&

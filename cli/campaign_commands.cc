@@ -4,6 +4,7 @@
 #include <grpcpp/client_context.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -124,7 +125,7 @@ std::string Bar(const crest::v1::ModelProgress& m, int width) {
                 : m.trials_planned() > 0
                     ? std::min(1.0, static_cast<double>(m.trials_done()) / m.trials_planned())
                     : 0.0;
-  int filled = static_cast<int>(frac * width + 0.5);
+  int filled = static_cast<int>(std::lround(frac * width));
   return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '-'), "]");
 }
 
@@ -281,10 +282,13 @@ int Watch(const CommonFlags& flags, const std::string& id, absl::Duration timeou
           last_state = state;
         }
         for (const auto& m : c.models()) {
+          // One line per real change: request counts alone do not make a new line.
           std::string line = ModelLine(m);
-          if (last[m.model()] != line) {
+          std::string key = line.substr(0, line.rfind(" requests)"));
+          key = key.substr(0, key.rfind(" ("));
+          if (last[m.model()] != key) {
             std::cout << "  " << line << std::endl;
-            last[m.model()] = line;
+            last[m.model()] = key;
           }
         }
       }

@@ -182,7 +182,7 @@ void NormalizeTimeScale(crest::v1::BenchmarkResult* r, double scale) {
     stats->set_max_ms(stats->max_ms() * scale);
     stats->set_min_ms(stats->min_ms() * scale);
   }
-  int64_t nanos = static_cast<int64_t>(
+  auto nanos = static_cast<int64_t>(
       (static_cast<double>(r->duration().seconds()) * 1e9 + r->duration().nanos()) * scale);
   r->mutable_duration()->set_seconds(nanos / 1000000000);
   r->mutable_duration()->set_nanos(static_cast<int32_t>(nanos % 1000000000));

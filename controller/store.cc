@@ -14,7 +14,7 @@ namespace {
 
 // Ordered migrations: entry i takes the schema from version i to i + 1.
 const std::vector<std::string>& Migrations() {
-  static const auto* kMigrations = new std::vector<std::string>{
+  static const auto* migrations = new std::vector<std::string>{
       // 0 -> 1: the tables.
       "CREATE TABLE campaigns (id TEXT PRIMARY KEY, number INTEGER NOT NULL, state INTEGER NOT "
       "NULL, data BLOB NOT NULL);"
@@ -28,7 +28,7 @@ const std::vector<std::string>& Migrations() {
       // 1 -> 2: trials are read per campaign in creation order.
       "CREATE INDEX trials_by_campaign ON trials (campaign_id, number);",
   };
-  return *kMigrations;
+  return *migrations;
 }
 
 absl::Status SqlError(sqlite3* db, absl::string_view what) {
