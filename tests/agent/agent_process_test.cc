@@ -64,7 +64,7 @@ class AgentProcessTest : public ::testing::Test {
     std::vector<std::string> a = {
         "--listen", "127.0.0.1:0", "--state-dir",           state_,        "--sysfs-root",
         sysfs_,     "--config",    dir_.File("agent.yaml"), "--node-name", "n1"};
-    if (insecure) a.push_back("--insecure");
+    if (insecure) a.emplace_back("--insecure");
     return a;
   }
 

@@ -1,8 +1,7 @@
 // DaemonSupervisor against the real mindie-sim: ready with npuBlockNum,
 // crash after ready, out of memory, start-up timeout, config error, stop with
 // no orphan, one daemon at a time, config.json restored byte-for-byte.
-#include <signal.h>
-
+#include <csignal>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
