@@ -47,11 +47,6 @@ void AddCommon(CLI::App* cmd, CommonFlags* flags, bool output) {
   }
 }
 
-int Fail(const std::string& message) {
-  std::cerr << "crest: " << message << "\n";
-  return 1;
-}
-
 absl::StatusOr<std::unique_ptr<crest::v1::Controller::Stub>> Connect(const CommonFlags& flags) {
   auto channel = MakeChannel(flags.controller, flags.tls);
   if (!channel.ok()) return channel.status();

@@ -4,11 +4,15 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string_view>
 
 namespace crest::cli {
 
 // Runs the chosen command after parsing; returns the process exit code.
 using Action = std::function<int()>;
+
+// Prints "crest: <message>" on stderr and returns 1, the exit code of a failed command.
+int Fail(std::string_view message);
 
 // `crest node info|tune|restore|start|stop|bench --agent ADDR ...` (one agent).
 void AddNodeCommands(CLI::App& crest, Action* action);

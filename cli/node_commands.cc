@@ -62,12 +62,6 @@ struct BenchCliFlags {
   uint64_t seed = 0;
 };
 
-// Prints "crest: <message>" and returns 1.
-int Fail(const std::string& message) {
-  std::cerr << "crest: " << message << "\n";
-  return 1;
-}
-
 // Proto JSON with 64-bit counters as numbers (protobuf writes int64 as
 // strings), so scripts can compare npuBlockNum or restarts directly.
 std::string ToJson(const google::protobuf::Message& m) {

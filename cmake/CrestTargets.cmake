@@ -30,6 +30,9 @@ function(crest_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} crest_testing GTest::gmock GTest::gtest_main)
+  # Test bodies are built for debugging (-Og): they exercise the product code,
+  # which stays -O2 in the libraries they link, and they compile in half the time.
+  target_compile_options(${name} PRIVATE $<$<CONFIG:RelWithDebInfo>:-Og>)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)

@@ -265,7 +265,9 @@ TEST(RunnerTest, WarmupRequestsAreSentButNotMeasured) {
   o.spec.set_warmup_requests(3);
   absl::StatusOr<RunOutput> out = RunWithDeadline(o);
   ASSERT_THAT(out, IsOk());
-  EXPECT_EQ(server->requests(), 8U);
+  // received() is counted before the reply starts, so it is final once the run returns;
+  // requests() is only final after the server has recorded the last reply.
+  EXPECT_EQ(server->received(), 8U);
   EXPECT_LE(server->connections(), 2U);  // keep-alive: one connection per client slot
   EXPECT_EQ(out->requests.size(), 5U);
   EXPECT_EQ(out->result.succeeded(), 5U);
@@ -287,7 +289,7 @@ TEST(RunnerTest, ConstantRateModeSendsRateTimesDurationRequests) {
   ASSERT_THAT(out, IsOk());
   // Arrivals at 0, 50, ..., 950 ms fall inside the 1 s window.
   EXPECT_EQ(out->requests.size(), 20U);
-  EXPECT_EQ(server->requests(), 20U);
+  EXPECT_EQ(server->received(), 20U);
   EXPECT_EQ(out->result.concurrency(), 1000U);
 }
 
@@ -323,6 +325,7 @@ TEST(RunnerTest, GsmDatasetPromptsAreSentInOrder) {
   o.dataset_path = *path;
   absl::StatusOr<RunOutput> out = RunWithDeadline(o);
   ASSERT_THAT(out, IsOk());
+  ASSERT_TRUE(server->WaitForServed(2, kTestDeadline));
   std::vector<testing::ServedRequest> served = server->Served();
   ASSERT_EQ(served.size(), 2U);
   EXPECT_THAT(served[0].prompt, HasSubstr("Janet"));

@@ -1,0 +1,12 @@
+#include "cli/commands.h"
+
+#include <iostream>
+
+namespace crest::cli {
+
+int Fail(std::string_view message) {
+  std::cerr << "crest: " << message << "\n";
+  return 1;
+}
+
+}  // namespace crest::cli
