@@ -1,6 +1,7 @@
 #include "common/command_line.h"
 
 #include <iostream>
+#include <vector>
 
 namespace crest {
 
@@ -28,6 +29,13 @@ std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
     return 0;
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
+    // CLI11 checks required options before unknown ones, so `crest-agent --bogus`
+    // would be reported as a missing --listen. The unknown argument is the
+    // mistake to name: a misspelt flag often is the "missing" one.
+    if (std::vector<std::string> unknown = app.remaining(true);
+        !unknown.empty() && !app.get_allow_extras()) {
+      what = CLI::ExtrasError(unknown).what();
+    }
     for (char& c : what) {
       if (c == '\n') c = ' ';
     }

@@ -15,7 +15,8 @@ void AddTlsFlags(CLI::App& app, TlsOptions& tls);
 
 // Parses argv. Returns std::nullopt when the program should go on, or the exit
 // code to return now: 0 after --help, 2 after a usage error, which is printed
-// as a single line "<program>: <what is wrong> (see --help)".
+// as a single line "<program>: <what is wrong> (see --help)". An unknown
+// argument is named first, before any missing required option.
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv);
 
 // Prints "<program>: <message>" to stderr and returns 1, for errors found
