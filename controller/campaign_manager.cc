@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -127,6 +128,14 @@ bool Matches(const crest::v1::ModelSpec& model, const crest::v1::AgentInfo& agen
     if (it == agent.labels().end() || it->second != v) return false;
   }
   return true;
+}
+
+// The select-batch times in config.json are whole milliseconds in MindIE's
+// range [0, 1000] (the agent refuses others). Under a max-throughput load the
+// measured first-token time often exceeds a second because it includes
+// queueing; it is capped rather than failing every later trial.
+int64_t SelectBatchTimeMs(double measured_ms) {
+  return std::clamp<int64_t>(std::llround(measured_ms), 1, 1000);
 }
 
 const Trial* CalibrationTrial(const std::vector<Trial>& trials, const std::string& model) {
@@ -553,9 +562,9 @@ crest::v1::TrialParameters CampaignManager::ParametersFor(const Run& run, int mo
     if (const Trial* cal = CalibrationTrial(run.stored.trials, spec.models(model_index).name())) {
       p.set_support_select_batch(true);
       p.set_prefill_time_ms_per_req(
-          std::max(1.0, std::round(cal->result().first_token_time().average_ms())));
+          static_cast<double>(SelectBatchTimeMs(cal->result().first_token_time().average_ms())));
       p.set_decode_time_ms_per_req(
-          std::max(1.0, std::round(cal->result().decode_time().average_ms())));
+          static_cast<double>(SelectBatchTimeMs(cal->result().decode_time().average_ms())));
     }
   }
   if (spec.client().mode() == crest::v1::CLIENT_MODE_RATE) {

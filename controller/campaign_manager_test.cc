@@ -204,6 +204,24 @@ TEST_F(ManagerTest, CalibrationSetsSelectBatchFromMeasuredLatencies) {
   EXPECT_TRUE(report->models(0).best().parameters().support_select_batch());
 }
 
+TEST_F(ManagerTest, CalibratedTimesAreKeptInMindiesRange) {
+  auto a = AddAgent("a");
+  a->SetLatencies(1401.4, 0.2);  // first tokens queued for over a second; a sub-ms decode
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(
+      Spec("name: cal\nmodels: [{name: m}]\nsearch: {range: [100, 200], initial: 100}\n"
+           "calibrate: true\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  auto trials = Trials(c->id());
+  ASSERT_EQ(trials.size(), 3u);
+  for (size_t i = 1; i < trials.size(); ++i) {
+    EXPECT_EQ(trials[i].status(), crest::v1::TRIAL_OK);
+    EXPECT_DOUBLE_EQ(trials[i].parameters().prefill_time_ms_per_req(), 1000);
+    EXPECT_DOUBLE_EQ(trials[i].parameters().decode_time_ms_per_req(), 1);
+  }
+}
+
 TEST_F(ManagerTest, RateModeUsesConcurrency1000AndTheRate) {
   auto a = AddAgent("a");
   CREST_ASSERT_OK(manager_->Start());

@@ -12,6 +12,11 @@ void FakeAgent::SetCurve(std::function<double(int64_t)> curve) {
   absl::MutexLock lock(&mu_);
   curve_ = std::move(curve);
 }
+void FakeAgent::SetLatencies(double first_token_ms, double decode_ms) {
+  absl::MutexLock lock(&mu_);
+  first_token_ms_ = first_token_ms;
+  decode_ms_ = decode_ms;
+}
 void FakeAgent::SetOomAbove(int64_t max_batch_size) {
   absl::MutexLock lock(&mu_);
   oom_above_ = max_batch_size;
@@ -163,8 +168,8 @@ absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
   r.set_generate_speed(speed);
   r.set_concurrency(spec.concurrency());
   r.set_generate_speed_per_client(spec.concurrency() > 0 ? speed / spec.concurrency() : 0);
-  r.mutable_first_token_time()->set_average_ms(120.4);
-  r.mutable_decode_time()->set_average_ms(45.6);
+  r.mutable_first_token_time()->set_average_ms(first_token_ms_);
+  r.mutable_decode_time()->set_average_ms(decode_ms_);
   r.set_succeeded(spec.request_count() > 0 ? spec.request_count() : 10);
   return r;
 }

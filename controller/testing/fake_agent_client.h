@@ -24,6 +24,8 @@ class FakeAgent final : public AgentClient {
   void SetBlockNum(int64_t blocks);
   // GenerateSpeed as a function of maxBatchSize.
   void SetCurve(std::function<double(int64_t)> curve);
+  // Average FirstTokenTime and DecodeTime of every benchmark (ms).
+  void SetLatencies(double first_token_ms, double decode_ms);
   // Daemon starts with maxBatchSize above this fail with OUT_OF_MEMORY.
   void SetOomAbove(int64_t max_batch_size);
   void SetUnreachable(bool unreachable);
@@ -67,6 +69,8 @@ class FakeAgent final : public AgentClient {
   std::function<double(int64_t)> curve_ ABSL_GUARDED_BY(mu_) = [](int64_t b) {
     return static_cast<double>(b);
   };
+  double first_token_ms_ ABSL_GUARDED_BY(mu_) = 120.4;
+  double decode_ms_ ABSL_GUARDED_BY(mu_) = 45.6;
   int64_t oom_above_ ABSL_GUARDED_BY(mu_) = 1 << 30;
   bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
