@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
@@ -17,18 +16,6 @@
 #include "common/file_util.h"
 
 namespace crest::sim::testing {
-
-std::string SourceDir() {
-  const char* src = std::getenv("CREST_SOURCE_DIR");
-  if (src != nullptr && *src != '\0') return src;
-  return CREST_SOURCE_DIR_DEFAULT;
-}
-
-std::string BinDir() {
-  const char* bin = std::getenv("CREST_BIN_DIR");
-  if (bin != nullptr && *bin != '\0') return bin;
-  return CREST_BIN_DIR_DEFAULT;
-}
 
 nlohmann::json TestConfig() {
   std::string text = ReadFileToString(SourceDir() + "/sim/conf/config.json").value_or("{}");

@@ -16,12 +16,12 @@
 
 #include "absl/status/statusor.h"
 
+#include "common/testing/test_paths.h"
+
 namespace crest::sim::testing {
 
-// The source tree: $CREST_SOURCE_DIR, else the one this was built from.
-std::string SourceDir();
-// Where mindie-sim is: $CREST_BIN_DIR, else the build's bin/.
-std::string BinDir();
+using ::crest::testing::BinDir;
+using ::crest::testing::SourceDir;
 
 // The shipped config template ($CREST_SOURCE_DIR/sim/conf/config.json) with
 // loopback addresses and port 0 everywhere.

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <functional>
 
 #include "absl/strings/match.h"
@@ -16,16 +15,6 @@
 #include "common/status.h"
 
 namespace crest::agent::testing {
-
-std::string BinDir() {
-  const char* d = std::getenv("CREST_BIN_DIR");
-  return d != nullptr ? d : "bin";
-}
-
-std::string SourceDir() {
-  const char* d = std::getenv("CREST_SOURCE_DIR");
-  return d != nullptr ? d : ".";
-}
 
 absl::StatusOr<std::string> WriteSimConfigJson(
     const std::string& dir,

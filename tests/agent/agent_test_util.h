@@ -11,11 +11,12 @@
 #include "absl/time/time.h"
 
 #include "common/subprocess.h"
+#include "common/testing/test_paths.h"
 
 namespace crest::agent::testing {
 
-std::string BinDir();
-std::string SourceDir();
+using ::crest::testing::BinDir;
+using ::crest::testing::SourceDir;
 
 // Writes <dir>/conf/config.json from the simulator's template with fresh
 // ports; `extra` edits are applied too (path, JSON literal).

@@ -7,23 +7,12 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace crest::e2e {
-
-std::string BinDir() {
-  const char* d = std::getenv("CREST_BIN_DIR");
-  return d == nullptr ? "" : d;
-}
-
-std::string SourceDir() {
-  const char* d = std::getenv("CREST_SOURCE_DIR");
-  return d == nullptr ? "" : d;
-}
 
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binary,
                                                         const std::vector<std::string>& args,

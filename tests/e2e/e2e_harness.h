@@ -15,11 +15,12 @@
 #include "absl/time/time.h"
 
 #include "common/subprocess.h"
+#include "common/testing/test_paths.h"
 
 namespace crest::e2e {
 
-std::string BinDir();
-std::string SourceDir();
+using ::crest::testing::BinDir;
+using ::crest::testing::SourceDir;
 
 class Process {
  public:

@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_split.h"
@@ -11,27 +10,19 @@
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/test_paths.h"
 #include "loadgen/mindie_adapter.h"
 #include "loadgen/testing/sse_test_server.h"
 
 namespace crest::loadgen {
 namespace {
 
-// The repository root: $CREST_SOURCE_DIR if set, else derived from this file.
-std::string SourceDir() {
-  if (const char* env = std::getenv("CREST_SOURCE_DIR"); env != nullptr) return env;
-  const std::string file = __FILE__;
-  return file.substr(0, file.rfind("/tests/loadgen/"));
-}
-
 using ::crest::testing::IsOk;
+using ::crest::testing::SourceDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string Bin() {
-  const char* dir = std::getenv("CREST_BIN_DIR");
-  return std::string(dir != nullptr ? dir : ".") + "/crest-bench";
-}
+std::string Bin() { return ::crest::testing::BinDir() + "/crest-bench"; }
 
 ProcessResult RunBench(std::vector<std::string> args) {
   args.insert(args.begin(), Bin());

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <future>
 #include <numeric>
 
@@ -16,12 +15,14 @@
 
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/test_paths.h"
 #include "loadgen/testing/sse_test_server.h"
 
 namespace crest::loadgen {
 namespace {
 
 using ::crest::testing::IsOk;
+using ::crest::testing::SourceDir;
 using ::crest::testing::StatusIs;
 using ::google::protobuf::util::TimeUtil;
 using testing::Fault;
@@ -58,13 +59,6 @@ std::unique_ptr<SseTestServer> StartServer(const SseServerOptions& options) {
   auto server = SseTestServer::Start(options);
   EXPECT_THAT(server, IsOk());
   return server.ok() ? std::move(*server) : nullptr;
-}
-
-// The repository root: $CREST_SOURCE_DIR under ctest, else derived from this file.
-std::string SourceDir() {
-  if (const char* env = std::getenv("CREST_SOURCE_DIR"); env != nullptr) return env;
-  std::string file = __FILE__;
-  return file.substr(0, file.rfind("/tests/loadgen/"));
 }
 
 double Ratio(double measured, double truth) { return truth == 0 ? 0 : measured / truth; }

@@ -7,27 +7,21 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/test_paths.h"
 #include "loadgen/runner.h"
 #include "loadgen/testing/sse_test_server.h"
 
 namespace crest::loadgen {
 namespace {
 
-// The repository root: $CREST_SOURCE_DIR if set, else derived from this file.
-std::string SourceDir() {
-  if (const char* env = std::getenv("CREST_SOURCE_DIR"); env != nullptr) return env;
-  const std::string file = __FILE__;
-  return file.substr(0, file.rfind("/tests/loadgen/"));
-}
-
 using ::crest::testing::IsOk;
+using ::crest::testing::SourceDir;
 
 // A mindie-sim child process, stopped with SIGTERM when the object dies.
 class SimProcess {
@@ -74,10 +68,8 @@ long HttpGet(const std::string& url) {  // NOLINT(google-runtime-int)
 }
 
 TEST(MindieSimTest, StreamsGsm8kThroughBothApis) {
-  const char* bin = std::getenv("CREST_BIN_DIR");
   const std::string src = SourceDir();
-  ASSERT_NE(bin, nullptr) << "CREST_BIN_DIR unset (run under ctest)";
-  const std::string sim = std::string(bin) + "/mindie-sim";
+  const std::string sim = ::crest::testing::BinDir() + "/mindie-sim";
   ASSERT_EQ(access(sim.c_str(), X_OK), 0) << sim << " is not built";
   absl::StatusOr<std::string> conf = ReadFileToString(src + "/sim/conf/config.json");
   ASSERT_TRUE(conf.ok()) << "sim/conf/config.json missing: " << conf.status();

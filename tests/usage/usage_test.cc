@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
 #include "loadgen/mindie_adapter.h"
 
 namespace crest {
@@ -21,10 +21,8 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 ProcessResult RunBinary(const std::string& binary, const std::string& flag) {
-  const char* dir = std::getenv("CREST_BIN_DIR");
   loadgen::SubprocessRunner runner;
-  absl::StatusOr<ProcessResult> r =
-      runner.Run({std::string(dir != nullptr ? dir : ".") + "/" + binary, flag}, {});
+  absl::StatusOr<ProcessResult> r = runner.Run({testing::BinDir() + "/" + binary, flag}, {});
   EXPECT_THAT(r, IsOk());
   return r.ok() ? *r : ProcessResult{-1, ""};
 }
