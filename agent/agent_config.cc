@@ -15,6 +15,7 @@
 
 #include "agent/config_json_editor.h"
 #include "common/file_util.h"
+#include "common/mindie_limits.h"
 #include "common/status.h"
 
 namespace crest::agent {
@@ -187,9 +188,12 @@ const std::vector<ParamLimit>& DefaultParamLimits() {
   // MindIE's documented ranges (mindie-facts: maxBatchSize [1, 819200], the
   // select-batch times are milliseconds per request).
   static const auto* const limits = new std::vector<ParamLimit>{
-      {"maxBatchSize", false, 1, 819200},      {"maxPrefillBatchSize", false, 1, 819200},
-      {"maxPrefillTokens", false, 1, 1048576}, {"supportSelectBatch", true, 0, 1},
-      {"prefillTimeMsPerReq", false, 0, 1000}, {"decodeTimeMsPerReq", false, 0, 1000},
+      {"maxBatchSize", false, 1, 819200},
+      {"maxPrefillBatchSize", false, 1, 819200},
+      {"maxPrefillTokens", false, 1, 1048576},
+      {"supportSelectBatch", true, 0, 1},
+      {"prefillTimeMsPerReq", false, 0, kMaxSelectBatchTimeMs},
+      {"decodeTimeMsPerReq", false, 0, kMaxSelectBatchTimeMs},
   };
   return *limits;
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "common/mindie_limits.h"
 #include "common/status.h"
 #include "controller/kv_blocks.h"
 #include "controller/spec_validator.h"
@@ -130,12 +131,12 @@ bool Matches(const crest::v1::ModelSpec& model, const crest::v1::AgentInfo& agen
   return true;
 }
 
-// The select-batch times in config.json are whole milliseconds in MindIE's
-// range [0, 1000] (the agent refuses others). Under a max-throughput load the
+// The select-batch times in config.json are whole milliseconds within
+// MindIE's range (the agent refuses others). Under a max-throughput load the
 // measured first-token time often exceeds a second because it includes
 // queueing; it is capped rather than failing every later trial.
-int64_t SelectBatchTimeMs(double measured_ms) {
-  return std::clamp<int64_t>(std::llround(measured_ms), 1, 1000);
+double SelectBatchTimeMs(double measured_ms) {
+  return std::clamp(std::round(measured_ms), 1.0, static_cast<double>(kMaxSelectBatchTimeMs));
 }
 
 const Trial* CalibrationTrial(const std::vector<Trial>& trials, const std::string& model) {
@@ -562,9 +563,8 @@ crest::v1::TrialParameters CampaignManager::ParametersFor(const Run& run, int mo
     if (const Trial* cal = CalibrationTrial(run.stored.trials, spec.models(model_index).name())) {
       p.set_support_select_batch(true);
       p.set_prefill_time_ms_per_req(
-          static_cast<double>(SelectBatchTimeMs(cal->result().first_token_time().average_ms())));
-      p.set_decode_time_ms_per_req(
-          static_cast<double>(SelectBatchTimeMs(cal->result().decode_time().average_ms())));
+          SelectBatchTimeMs(cal->result().first_token_time().average_ms()));
+      p.set_decode_time_ms_per_req(SelectBatchTimeMs(cal->result().decode_time().average_ms()));
     }
   }
   if (spec.client().mode() == crest::v1::CLIENT_MODE_RATE) {
