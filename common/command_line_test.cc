@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,12 +21,14 @@ struct Parsed {
 };
 
 // Parses `args` (after the program name) with an app that has one required
-// flag and one subcommand, as crest-agent and crest do.
-Parsed Parse(std::vector<std::string> args, std::string* listen = nullptr) {
+// flag and one subcommand, as crest-agent and crest do, plus what `extend` adds.
+Parsed Parse(std::vector<std::string> args, std::string* listen = nullptr,
+             const std::function<void(CLI::App&)>& extend = nullptr) {
   CLI::App app("test program", "prog");
   std::string sink;
   app.add_option("--listen", listen != nullptr ? *listen : sink, "address")->required();
   app.add_subcommand("info", "node info");
+  if (extend) extend(app);
   std::vector<std::string> storage = {"prog"};
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -56,9 +59,22 @@ TEST(ParseCommandLineTest, MissingRequiredFlagIsOneLine) {
   EXPECT_EQ(p.err, "prog: --listen is required (see --help)\n");
 }
 
-TEST(ParseCommandLineTest, MultiLineErrorsAreJoinedOnOneLine) {
+TEST(ParseCommandLineTest, RepeatedFlagIsOneLine) {
   Parsed p = Parse({"--listen", "a", "--listen", "b"});
   EXPECT_EQ(p.rc, 2);
+  EXPECT_THAT(p.err, HasSubstr("--listen"));
+  EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
+}
+
+TEST(ParseCommandLineTest, MultiLineValidatorMessageIsJoinedOnOneLine) {
+  int level = 0;
+  Parsed p = Parse({"--listen", "a", "--level", "7"}, nullptr, [&level](CLI::App& app) {
+    app.add_option("--level", level)
+        ->check(CLI::Validator([](const std::string&) { return std::string("too high\nmax 3"); },
+                               "LEVEL"));
+  });
+  EXPECT_EQ(p.rc, 2);
+  EXPECT_THAT(p.err, HasSubstr("too high max 3"));
   EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
 }
 
