@@ -6,6 +6,7 @@
 
 #include "spdlog/spdlog.h"
 
+#include "common/grpc_status.h"
 #include "common/status.h"
 
 namespace crest::agent {

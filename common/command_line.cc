@@ -5,16 +5,6 @@
 
 namespace crest {
 
-void AddTlsFlags(CLI::App& app, TlsOptions& tls) {
-  app.add_option("--tls-cert", tls.cert_file, "PEM certificate of this endpoint (mutual TLS)")
-      ->group("Security");
-  app.add_option("--tls-key", tls.key_file, "PEM private key of --tls-cert")->group("Security");
-  app.add_option("--tls-ca", tls.ca_file, "PEM CA bundle that peers' certificates must chain to")
-      ->group("Security");
-  app.add_flag("--insecure", tls.insecure, "Plaintext gRPC (loopback and testing only)")
-      ->group("Security");
-}
-
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);

@@ -1,17 +1,13 @@
-// Command-line conventions shared by every Crest binary (CLI11): the same TLS
-// flags everywhere, and one clear line on stderr for any usage error.
+// Command-line conventions shared by every Crest binary (CLI11): one clear
+// line on stderr for any usage error. The TLS flags are in common/tls.h.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
-
-#include "common/tls.h"
+#include <string_view>
 
 namespace crest {
-
-// Adds --tls-cert, --tls-key, --tls-ca and --insecure, bound to `tls`.
-void AddTlsFlags(CLI::App& app, TlsOptions& tls);
 
 // Parses argv. Returns std::nullopt when the program should go on, or the exit
 // code to return now: 0 after --help, 2 after a usage error, which is printed

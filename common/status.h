@@ -1,8 +1,7 @@
-// Status helpers Abseil 20220623 lacks: early-return macros and the
-// absl::Status <-> grpc::Status mapping used at every gRPC edge.
+// Status helpers Abseil 20220623 lacks: early-return macros and context
+// annotation. Free of gRPC: the mapping to grpc::Status for gRPC edges lives
+// in common/grpc_status.h, so sim/ and loadgen/ compile without grpcpp.
 #pragma once
-
-#include <grpcpp/support/status.h>
 
 #include <string>
 #include <utility>
@@ -32,10 +31,6 @@
 // NOLINTEND(bugprone-macro-parentheses)
 
 namespace crest {
-
-// The codes are numerically equal in both libraries; messages are kept.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Prefixes the message with context, keeping the code: "loading x: <msg>".
 absl::Status Annotate(const absl::Status& status, absl::string_view context);

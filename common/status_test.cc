@@ -5,27 +5,6 @@
 namespace crest {
 namespace {
 
-TEST(StatusMapping, EveryCodeSurvivesTheRoundTrip) {
-  for (int code = 0; code <= 16; ++code) {
-    absl::Status original(static_cast<absl::StatusCode>(code), code == 0 ? "" : "why it failed");
-    grpc::Status wire = ToGrpcStatus(original);
-    EXPECT_EQ(static_cast<int>(wire.error_code()), code);
-    absl::Status back = FromGrpcStatus(wire);
-    EXPECT_EQ(back, original) << "code " << code;
-  }
-}
-
-TEST(StatusMapping, KnownCodesMapByName) {
-  EXPECT_EQ(ToGrpcStatus(absl::InvalidArgumentError("x")).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError("x")).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, "down")).code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(FromGrpcStatus(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow")).message(),
-            "slow");
-}
-
 absl::StatusOr<int> Half(int x) {
   if (x % 2 != 0) return absl::InvalidArgumentError("odd");
   return x / 2;

@@ -4,6 +4,8 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include <CLI/CLI.hpp>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -11,6 +13,17 @@
 #include "common/status.h"
 
 namespace crest {
+
+void AddTlsFlags(CLI::App& app, TlsOptions& tls) {
+  app.add_option("--tls-cert", tls.cert_file, "PEM certificate of this endpoint (mutual TLS)")
+      ->group("Security");
+  app.add_option("--tls-key", tls.key_file, "PEM private key of --tls-cert")->group("Security");
+  app.add_option("--tls-ca", tls.ca_file, "PEM CA bundle that peers' certificates must chain to")
+      ->group("Security");
+  app.add_flag("--insecure", tls.insecure, "Plaintext gRPC (loopback and testing only)")
+      ->group("Security");
+}
+
 namespace {
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {

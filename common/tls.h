@@ -10,6 +10,10 @@
 
 #include "absl/status/statusor.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace crest {
 
 // What --tls-cert/--tls-key/--tls-ca/--insecure said.
@@ -22,6 +26,10 @@ struct TlsOptions {
   // differs from the dialled host (e.g. dialling 127.0.0.1 of "crest-agent").
   std::string server_name_override;
 };
+
+// Adds --tls-cert, --tls-key, --tls-ca and --insecure, bound to `tls`: the
+// same flags on every binary with a gRPC edge.
+void AddTlsFlags(CLI::App& app, TlsOptions& tls);
 
 // Checks the combination: --insecure alone, or all three files readable.
 absl::Status ValidateTlsOptions(const TlsOptions& options);

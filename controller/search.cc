@@ -78,8 +78,6 @@ size_t StepSearch::PlannedPoints(const SearchSpace& space) const {
   return StepLadder(space).size();
 }
 
-std::vector<std::string> KnownStrategies() { return {"step"}; }
-
 absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeStrategy(const std::string& name) {
   if (name == "step" || name.empty()) return std::make_unique<StepSearch>();
   return absl::InvalidArgumentError(absl::StrCat("unknown search strategy '", name, "'"));

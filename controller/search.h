@@ -12,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 
+#include "controller/search_names.h"
+
 namespace crest::controller {
 
 struct SearchSpace {
@@ -67,7 +69,6 @@ class StepSearch final : public SearchStrategy {
 // initial, then multiples of step above it, capped at hi and max_points.
 std::vector<int64_t> StepLadder(const SearchSpace& space);
 
-std::vector<std::string> KnownStrategies();
 absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeStrategy(const std::string& name);
 
 }  // namespace crest::controller

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "common/grpc_status.h"
 #include "common/status.h"
 
 namespace crest::controller {

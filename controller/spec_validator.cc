@@ -6,7 +6,7 @@
 #include "absl/strings/str_join.h"
 
 #include "common/cpu_list.h"
-#include "controller/search.h"
+#include "controller/search_names.h"
 
 namespace crest::controller {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 
-#include "controller/spec_parser.h"
+#include "controller/spec_problem.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller {
