@@ -13,12 +13,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
+#include "common/mindie_limits.h"
 #include "controller/spec_validator.h"
 
 namespace crest::controller {
 namespace {
 
 using crest::v1::CampaignSpec;
+using mindie::kMaxBatchSize;
 
 // Walks the YAML tree; every accessor records problems instead of throwing.
 class Walker {
@@ -248,8 +250,11 @@ class Walker {
               Problem(p, v, "expected auto or a list [lo, hi]");
               return;
             }
-            bool ok = Int(v[0], p + "[0]", 1, 819200, &lo, "a maxBatchSize");
-            ok = Int(v[1], p + "[1]", 1, 819200, &hi, "a maxBatchSize") && ok;
+            bool ok =
+                Int(v[0], p + "[0]", kMaxBatchSize.min, kMaxBatchSize.max, &lo, "a maxBatchSize");
+            ok =
+                Int(v[1], p + "[1]", kMaxBatchSize.min, kMaxBatchSize.max, &hi, "a maxBatchSize") &&
+                ok;
             if (!ok) return;
             s->set_range_auto(false);
             s->set_range_lo(lo);
@@ -260,13 +265,13 @@ class Walker {
               return;
             }
             int64_t x = 0;
-            if (Int(v, p, 1, 819200, &x, "auto or a maxBatchSize")) {
+            if (Int(v, p, kMaxBatchSize.min, kMaxBatchSize.max, &x, "auto or a maxBatchSize")) {
               s->set_initial(x);
               s->set_initial_auto(false);
             }
           } else if (key == "step") {
             int64_t x = 0;
-            if (Int(v, p, 1, 819200, &x, "a positive step")) s->set_step(x);
+            if (Int(v, p, 1, kMaxBatchSize.max, &x, "a positive step")) s->set_step(x);
           } else if (key == "strategy") {
             String(v, p, s->mutable_strategy(), "a strategy name");
           } else if (key == "repeats") {
@@ -280,7 +285,8 @@ class Walker {
                 v, p, 1, 10000, [s](uint32_t x) { s->set_max_trials(x); }, "a trial count");
           } else if (key == "cache_block_size") {
             UInt<uint32_t>(
-                v, p, 1, 4096, [s](uint32_t x) { s->set_cache_block_size(x); }, "a token count");
+                v, p, mindie::kCacheBlockSize.min, mindie::kCacheBlockSize.max,
+                [s](uint32_t x) { s->set_cache_block_size(x); }, "a token count");
           }
         });
   }
@@ -316,10 +322,12 @@ class Walker {
             Dataset(v, p, c->mutable_dataset());
           } else if (key == "max_output_len") {
             UInt<uint32_t>(
-                v, p, 1, 1 << 20, [c](uint32_t x) { c->set_max_output_len(x); }, "a token count");
+                v, p, bench::kMaxOutputLen.min, bench::kMaxOutputLen.max,
+                [c](uint32_t x) { c->set_max_output_len(x); }, "a token count");
           } else if (key == "request_count") {
             UInt<uint32_t>(
-                v, p, 1, 10000000, [c](uint32_t x) { c->set_request_count(x); }, "a request count");
+                v, p, bench::kRequestCount.min, bench::kRequestCount.max,
+                [c](uint32_t x) { c->set_request_count(x); }, "a request count");
           } else if (key == "api") {
             crest::v1::BenchmarkApi api{};
             if (Choice<crest::v1::BenchmarkApi>(v, p,
@@ -330,10 +338,12 @@ class Walker {
             }
           } else if (key == "concurrency") {
             UInt<uint32_t>(
-                v, p, 1, 100000, [c](uint32_t x) { c->set_concurrency(x); }, "a client count");
+                v, p, bench::kConcurrency.min, bench::kConcurrency.max,
+                [c](uint32_t x) { c->set_concurrency(x); }, "a client count");
           } else if (key == "warmup_requests") {
             UInt<uint32_t>(
-                v, p, 0, 100000, [c](uint32_t x) { c->set_warmup_requests(x); }, "a request count");
+                v, p, bench::kWarmupRequests.min, bench::kWarmupRequests.max,
+                [c](uint32_t x) { c->set_warmup_requests(x); }, "a request count");
           } else if (key == "task_kind") {
             crest::v1::TaskKind kind{};
             if (Choice<crest::v1::TaskKind>(

@@ -6,10 +6,13 @@
 #include "absl/strings/str_join.h"
 
 #include "common/cpu_list.h"
+#include "common/mindie_limits.h"
 #include "controller/search_names.h"
 
 namespace crest::controller {
 namespace {
+
+using mindie::kMaxBatchSize;
 
 bool IsUnset(const google::protobuf::Duration& d) { return d.seconds() == 0 && d.nanos() == 0; }
 
@@ -100,8 +103,8 @@ std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spe
                                          "' (only maxBatchSize is searched)"));
   }
   if (!s.range_auto()) {
-    if (s.range_lo() < 1 || s.range_hi() > kMaxBatchSizeLimit) {
-      add("search.range", absl::StrCat("bounds must lie in [1, ", kMaxBatchSizeLimit, "]"));
+    if (!kMaxBatchSize.Contains(s.range_lo()) || !kMaxBatchSize.Contains(s.range_hi())) {
+      add("search.range", absl::StrCat("bounds must lie in ", kMaxBatchSize.ToString()));
     } else if (s.range_lo() > s.range_hi()) {
       add("search.range", absl::StrCat("lo ", s.range_lo(), " is above hi ", s.range_hi()));
     }
@@ -110,8 +113,8 @@ std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spe
                                          s.range_lo(), ", ", s.range_hi(), "]"));
     }
   }
-  if (!s.initial_auto() && (s.initial() < 1 || s.initial() > kMaxBatchSizeLimit)) {
-    add("search.initial", absl::StrCat("must lie in [1, ", kMaxBatchSizeLimit, "]"));
+  if (!s.initial_auto() && !kMaxBatchSize.Contains(s.initial())) {
+    add("search.initial", absl::StrCat("must lie in ", kMaxBatchSize.ToString()));
   }
   if (s.step() < 1) add("search.step", "must be at least 1");
   auto strategies = KnownStrategies();

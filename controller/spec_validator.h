@@ -19,7 +19,6 @@ inline constexpr uint32_t kDefaultCacheBlockSize = 128;
 inline constexpr uint32_t kDefaultMaxOutputLen = 512;
 inline constexpr uint32_t kDefaultRateConcurrency = 1000;
 inline constexpr uint32_t kDefaultMaxRetries = 2;
-inline constexpr int64_t kMaxBatchSizeLimit = 819200;
 
 // Fills unset fields with their defaults (idempotent).
 void ApplySpecDefaults(crest::v1::CampaignSpec* spec);

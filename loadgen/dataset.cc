@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/paths.h"
-#include "loadgen/runner.h"
 
 namespace crest::loadgen {
 

@@ -19,6 +19,10 @@ absl::StatusOr<std::vector<std::string>> LoadPrompts(const crest::v1::DatasetSpe
                                                      const std::string& path,
                                                      uint32_t synthetic_count);
 
+// --DatasetPath semantics: a directory holding test.jsonl (as MindIE's tool
+// takes GSM8K), or the file itself.
+absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path);
+
 // The shipped GSM8K directory: <ShareDir>/datasets/gsm8k.
 absl::StatusOr<std::string> DefaultDatasetDir();
 

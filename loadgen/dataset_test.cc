@@ -6,7 +6,6 @@
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
-#include "loadgen/runner.h"
 
 namespace crest::loadgen {
 namespace {

@@ -7,6 +7,7 @@
 #include "google/protobuf/util/time_util.h"
 
 #include "common/cpu_list.h"
+#include "common/mindie_limits.h"
 #include "common/status.h"
 #include "loadgen/dataset.h"
 
@@ -30,6 +31,7 @@ BenchFlags::BenchFlags(CLI::App& app) {
       ->group(mindie_group);
   app.add_option("--SyntheticInputLen,--synthetic-input-len", synthetic_input_len_,
                  "Synthetic prompts: input length in tokens")
+      ->check(CLI::Range(int64_t{0}, bench::kSyntheticInputTokens.max))
       ->group(mindie_group);
   app.add_option("--ModelName,--model-name", model_name_, "Model name sent with each request")
       ->group(mindie_group);
@@ -44,7 +46,7 @@ BenchFlags::BenchFlags(CLI::App& app) {
                  "Management endpoint URL; when given, /v2/health/ready must answer 200 first")
       ->group(mindie_group);
   app.add_option("--Concurrency,--concurrency", concurrency_, "Requests in flight at most")
-      ->check(CLI::Range(1U, 100000U))
+      ->check(CLI::Range(bench::kConcurrency.min, bench::kConcurrency.max))
       ->group(mindie_group);
   app.add_option("--RequestRate,--request-rate", request_rate_,
                  "Requests per second (0 or unset: concurrency mode)")
@@ -55,6 +57,7 @@ BenchFlags::BenchFlags(CLI::App& app) {
       ->group(mindie_group);
   app.add_option("--RequestCount,--request-count", request_count_,
                  "Measured requests (0: the whole dataset once)")
+      ->check(CLI::Range(int64_t{0}, bench::kRequestCount.max))
       ->group(mindie_group);
   app.add_option("--Duration,--duration", duration_s_,
                  "Stop sending new requests after this many seconds (0: no limit)")
@@ -65,13 +68,14 @@ BenchFlags::BenchFlags(CLI::App& app) {
       ->group(mindie_group);
   app.add_option("--MaxOutputLen,--max-output-len", max_output_len_,
                  "Cap on generated tokens per request")
-      ->check(CLI::Range(1U, 1U << 20))
+      ->check(CLI::Range(bench::kMaxOutputLen.min, bench::kMaxOutputLen.max))
       ->group(mindie_group);
   app.add_option("--MaxInputLen,--max-input-len", max_input_len_,
                  "Accepted for compatibility (prompts are sent whole)")
       ->group(mindie_group);
   app.add_option("--WarmupRequests,--warmup-requests,--WarmupSize,--warmup-size", warmup_,
                  "Requests sent and discarded before measuring (default 0)")
+      ->check(CLI::Range(bench::kWarmupRequests.min, bench::kWarmupRequests.max))
       ->group(mindie_group);
   app.add_option("--RequestTimeOut,--request-timeout", request_timeout_s_,
                  "Seconds before an unfinished request fails with reason timeout")
@@ -143,10 +147,11 @@ absl::StatusOr<Invocation> BenchFlags::Resolve() const {
   spec.set_concurrency(concurrency_);
   if (!request_rate_.empty()) {
     double rate = 0;
-    if (!absl::SimpleAtod(request_rate_, &rate) || !(rate >= 0) || std::isinf(rate)) {
+    if (!absl::SimpleAtod(request_rate_, &rate) || !(rate >= 0) || rate > bench::kMaxRequestRate) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--RequestRate \"", request_rate_,
-                       "\": expected one number >= 0 (run crest-bench once per rate for several)"));
+          absl::StrCat("--RequestRate \"", request_rate_, "\": expected one number in [0, ",
+                       static_cast<int64_t>(bench::kMaxRequestRate),
+                       "] (run crest-bench once per rate for several)"));
     }
     spec.set_request_rate(rate);
   }

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-#include "loadgen/runner.h"
+#include "loadgen/run_types.h"
 
 namespace crest::loadgen {
 

@@ -125,5 +125,22 @@ TEST(BenchFlagsTest, BadValuesAreSpecificErrors) {
   EXPECT_THAT(Parse("--NoSuchFlag 1"), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// crest-bench refuses what the agent's RunBenchmark would refuse, with the
+// same numbers (common/mindie_limits.h), instead of running and failing late.
+TEST(BenchFlagsTest, ValuesOutsideTheSharedBenchmarkLimitsAreRefused) {
+  const std::string base = "--DatasetPath " + Gsm8kDir() + " --Http http://127.0.0.1:1025";
+  EXPECT_THAT(Parse(base + " --Concurrency 100001"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--Concurrency")));
+  EXPECT_THAT(Parse(base + " --WarmupSize 100001"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--WarmupRequests")));
+  EXPECT_THAT(Parse(base + " --RequestCount 10000001"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--RequestCount")));
+  EXPECT_THAT(Parse(base + " --RequestRate 2000000"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expected one number in [0, 1000000]")));
+  EXPECT_THAT(Parse(base + " --Concurrency 100000 --WarmupSize 100000 --RequestCount 10000000"),
+              IsOk());
+}
+
 }  // namespace
 }  // namespace crest::loadgen

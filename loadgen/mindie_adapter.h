@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 
 #include "crest/v1/benchmark.pb.h"
-#include "loadgen/runner.h"
+#include "loadgen/run_types.h"
 
 namespace crest::loadgen {
 

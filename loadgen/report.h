@@ -5,7 +5,7 @@
 #include <string>
 
 #include "crest/v1/benchmark.pb.h"
-#include "loadgen/runner.h"
+#include "loadgen/run_types.h"
 
 namespace crest::loadgen {
 

@@ -27,7 +27,7 @@
 #include "common/cpu_list.h"
 #include "common/status.h"
 #include "loadgen/dataset.h"
-#include "loadgen/metrics.h"
+#include "loadgen/run_statistics.h"
 #include "loadgen/sse_parser.h"
 
 namespace crest::loadgen {

@@ -4,64 +4,12 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
-#include <functional>
-#include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 
-#include "crest/v1/benchmark.pb.h"
+#include "loadgen/run_types.h"
 
 namespace crest::loadgen {
-
-// The server under test.
-struct Target {
-  std::string base_url;        // business endpoint, e.g. "http://127.0.0.1:1025" or "https://..."
-  std::string management_url;  // optional; when set, /v2/health/ready must answer 200 first
-  std::string ca_file;         // https: CA bundle to verify the server with
-  bool insecure_skip_verify = false;
-  std::string client_cert_file;  // optional client certificate for https
-  std::string client_key_file;
-};
-
-struct RunOptions {
-  crest::v1::BenchmarkSpec spec;
-  Target target;
-  // Prompts file, already resolved (see ResolveDatasetPath); unused for SYNTHETIC.
-  std::string dataset_path;
-  // CPUs the load generator's threads may run on; empty: no affinity set.
-  std::vector<uint32_t> cpus;
-};
-
-// One measured request (the --csv record).
-struct RequestRecord {
-  uint64_t index = 0;
-  absl::Time sent;
-  double first_token_ms = 0;  // 0 when no token arrived
-  double e2e_ms = 0;
-  uint32_t input_tokens = 0;
-  uint32_t output_tokens = 0;
-  bool ok = false;
-  std::string failure;  // reason when !ok, e.g. "http_503", "timeout", "reset"
-  int http_status = 0;
-  // Added by issue 5 (additive): the per-request inputs of DecodeTime and of
-  // the token-count provenance.
-  double decode_avg_ms = 0;           // mean gap between consecutive tokens; 0 if < 2 tokens
-  std::vector<float> decode_gaps_ms;  // every inter-token gap, in arrival order
-  uint32_t token_events = 0;          // SSE events that carried a token
-  bool usage_reported = false;        // the server sent usage/details token counts
-  bool token_count_mismatch = false;  // usage disagreed with the counted events (usage wins)
-};
-
-struct RunOutput {
-  crest::v1::BenchmarkResult result;
-  std::vector<RequestRecord> requests;
-};
-
-// Called from the runner's own thread about twice a second.
-using ProgressCallback = std::function<void(const crest::v1::BenchmarkProgress&)>;
 
 // Runs the benchmark to completion. Returns CANCELLED (and stops promptly,
 // aborting requests in flight) once *cancel becomes true; INVALID_ARGUMENT for a
@@ -69,9 +17,5 @@ using ProgressCallback = std::function<void(const crest::v1::BenchmarkProgress&)
 absl::StatusOr<RunOutput> RunBenchmark(const RunOptions& options,
                                        const ProgressCallback& on_progress,
                                        const std::atomic<bool>* cancel);
-
-// --DatasetPath semantics: a directory holding test.jsonl (as MindIE's tool
-// takes GSM8K), or the file itself.
-absl::StatusOr<std::string> ResolveDatasetPath(const std::string& path);
 
 }  // namespace crest::loadgen

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 
 #include "common/file_util.h"
+#include "common/mindie_limits.h"
 #include "common/status.h"
 
 namespace crest::sim {
@@ -136,14 +137,14 @@ absl::Status ParseServer(const Reader& root, const std::string& install_dir, Sim
   ServerSettings& out = c.server;
   CREST_ASSIGN_OR_RETURN(out.ip_address, s.String("ipAddress"));
   CREST_ASSIGN_OR_RETURN(out.management_ip_address, s.String("managementIpAddress"));
-  // MindIE accepts [1024, 65535]; 0 (OS-assigned) is mindie-sim's addition.
+  // MindIE accepts mindie::kPort; 0 (OS-assigned) is mindie-sim's addition.
   for (auto [key, field] :
        {std::pair{"port", &out.port}, std::pair{"managementPort", &out.management_port},
         std::pair{"metricsPort", &out.metrics_port}}) {
-    CREST_ASSIGN_OR_RETURN(*field, s.Int(key, 0, 65535));
-    if (*field != 0 && *field < 1024) {
-      return RangeError(s.Path(key),
-                        absl::StrCat(*field, " is out of range, expected 0 or ", "[1024, 65535]"));
+    CREST_ASSIGN_OR_RETURN(*field, s.Int(key, 0, mindie::kPort.max));
+    if (*field != 0 && *field < mindie::kPort.min) {
+      return RangeError(s.Path(key), absl::StrCat(*field, " is out of range, expected 0 or ",
+                                                  mindie::kPort.ToString()));
     }
   }
   bool same_ip = out.ip_address == out.management_ip_address;
@@ -155,7 +156,9 @@ absl::Status ParseServer(const Reader& root, const std::string& install_dir, Sim
     return RangeError(s.Path("metricsPort"), "must differ from port and managementPort");
   }
   CREST_ASSIGN_OR_RETURN(out.https_enabled, s.Bool("httpsEnabled"));
-  CREST_ASSIGN_OR_RETURN(out.max_link_num, s.OptionalInt("maxLinkNum", 1000, 1, 1000000));
+  CREST_ASSIGN_OR_RETURN(
+      out.max_link_num,
+      s.OptionalInt("maxLinkNum", 1000, mindie::kMaxLinkNum.min, mindie::kMaxLinkNum.max));
   CREST_ASSIGN_OR_RETURN(std::string cert, s.OptionalString("tlsCert", ""));
   CREST_ASSIGN_OR_RETURN(std::string key, s.OptionalString("tlsPk", ""));
   CREST_ASSIGN_OR_RETURN(std::string ca_path, s.OptionalString("tlsCaPath", ""));
@@ -177,37 +180,53 @@ absl::Status ParseServer(const Reader& root, const std::string& install_dir, Sim
 absl::Status ParseBackend(const Reader& root, SimConfig& c) {
   CREST_ASSIGN_OR_RETURN(Reader backend, root.Object("BackendConfig"));
   CREST_ASSIGN_OR_RETURN(Reader deploy, backend.Object("ModelDeployConfig"));
-  CREST_ASSIGN_OR_RETURN(c.max_seq_len, deploy.Int("maxSeqLen", 1, 4194304));
-  CREST_ASSIGN_OR_RETURN(int max_input, deploy.Int("maxInputTokenLen", 1, 4194304));
+  CREST_ASSIGN_OR_RETURN(c.max_seq_len,
+                         deploy.Int("maxSeqLen", mindie::kMaxSeqLen.min, mindie::kMaxSeqLen.max));
+  CREST_ASSIGN_OR_RETURN(
+      int max_input,
+      deploy.Int("maxInputTokenLen", mindie::kMaxInputTokenLen.min, mindie::kMaxInputTokenLen.max));
   c.max_input_token_len = std::max(1, std::min(max_input, c.max_seq_len - 1));
   CREST_ASSIGN_OR_RETURN(Reader model, deploy.FirstOfArray("ModelConfig"));
   CREST_ASSIGN_OR_RETURN(c.model_name, model.String("modelName"));
   if (c.model_name.empty()) return RangeError(model.Path("modelName"), "must not be empty");
-  CREST_ASSIGN_OR_RETURN(c.world_size, model.Int("worldSize", 1, 64));
-  CREST_ASSIGN_OR_RETURN(c.npu_mem_size_gb, model.Int("npuMemSize", -1, 1024));
+  CREST_ASSIGN_OR_RETURN(c.world_size,
+                         model.Int("worldSize", mindie::kWorldSize.min, mindie::kWorldSize.max));
+  CREST_ASSIGN_OR_RETURN(c.npu_mem_size_gb, model.Int("npuMemSize", -1, mindie::kNpuMemSizeGb.max));
   if (c.npu_mem_size_gb == 0) {
     return RangeError(model.Path("npuMemSize"), "0 is out of range, expected -1 (auto) or >= 1");
   }
 
   CREST_ASSIGN_OR_RETURN(Reader sched, backend.Object("ScheduleConfig"));
-  CREST_ASSIGN_OR_RETURN(c.cache_block_size, sched.Int("cacheBlockSize", 1, 4096));
+  CREST_ASSIGN_OR_RETURN(
+      c.cache_block_size,
+      sched.Int("cacheBlockSize", mindie::kCacheBlockSize.min, mindie::kCacheBlockSize.max));
   if ((c.cache_block_size & (c.cache_block_size - 1)) != 0) {
     return RangeError(sched.Path("cacheBlockSize"),
                       absl::StrCat(c.cache_block_size, " is not a power of two"));
   }
-  CREST_ASSIGN_OR_RETURN(c.max_batch_size, sched.Int("maxBatchSize", 1, 819200));
-  CREST_ASSIGN_OR_RETURN(c.max_prefill_batch_size,
-                         sched.Int("maxPrefillBatchSize", 1, c.max_batch_size));
-  CREST_ASSIGN_OR_RETURN(c.max_prefill_tokens, sched.Int("maxPrefillTokens", 1, 4194304));
+  CREST_ASSIGN_OR_RETURN(c.max_batch_size, sched.Int("maxBatchSize", mindie::kMaxBatchSize.min,
+                                                     mindie::kMaxBatchSize.max));
+  CREST_ASSIGN_OR_RETURN(
+      c.max_prefill_batch_size,
+      sched.Int("maxPrefillBatchSize", mindie::kMaxPrefillBatchSize.min,
+                std::min<int64_t>(c.max_batch_size, mindie::kMaxPrefillBatchSize.max)));
+  CREST_ASSIGN_OR_RETURN(
+      c.max_prefill_tokens,
+      sched.Int("maxPrefillTokens", mindie::kMaxPrefillTokens.min, mindie::kMaxPrefillTokens.max));
   if (c.max_prefill_tokens < c.max_input_token_len) {
     return RangeError(sched.Path("maxPrefillTokens"),
                       absl::StrCat(c.max_prefill_tokens, " is below maxInputTokenLen (",
                                    c.max_input_token_len, ")"));
   }
-  CREST_ASSIGN_OR_RETURN(c.max_iter_times, sched.Int("maxIterTimes", 1, 4194304));
+  CREST_ASSIGN_OR_RETURN(c.max_iter_times, sched.Int("maxIterTimes", mindie::kMaxIterTimes.min,
+                                                     mindie::kMaxIterTimes.max));
   CREST_ASSIGN_OR_RETURN(c.support_select_batch, sched.Bool("supportSelectBatch"));
-  CREST_ASSIGN_OR_RETURN(c.prefill_time_ms_per_req, sched.Int("prefillTimeMsPerReq", 0, 1000));
-  CREST_ASSIGN_OR_RETURN(c.decode_time_ms_per_req, sched.Int("decodeTimeMsPerReq", 0, 1000));
+  CREST_ASSIGN_OR_RETURN(c.prefill_time_ms_per_req,
+                         sched.Int("prefillTimeMsPerReq", mindie::kSelectBatchTimeMs.min,
+                                   mindie::kSelectBatchTimeMs.max));
+  CREST_ASSIGN_OR_RETURN(c.decode_time_ms_per_req,
+                         sched.Int("decodeTimeMsPerReq", mindie::kSelectBatchTimeMs.min,
+                                   mindie::kSelectBatchTimeMs.max));
   return absl::OkStatus();
 }
 

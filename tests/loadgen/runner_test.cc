@@ -16,6 +16,7 @@
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
 #include "common/testing/test_paths.h"
+#include "loadgen/dataset.h"
 #include "loadgen/testing/sse_test_server.h"
 
 namespace crest::loadgen {

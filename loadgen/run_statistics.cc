@@ -1,4 +1,4 @@
-#include "loadgen/metrics.h"
+#include "loadgen/run_statistics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,12 +1,13 @@
-// Turns per-request records into the run's figures with MindIE's names and
-// meaning (see docs/crest-bench.md for every definition).
+// The run's statistics (not Prometheus metrics): turns per-request records
+// into the run's figures with MindIE's names and meaning (see
+// docs/crest-bench.md for every definition).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "crest/v1/benchmark.pb.h"
-#include "loadgen/runner.h"
+#include "loadgen/run_types.h"
 
 namespace crest::loadgen {
 
