@@ -185,15 +185,16 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
 }  // namespace
 
 const std::vector<ParamLimit>& DefaultParamLimits() {
-  // MindIE's documented ranges (mindie-facts: maxBatchSize [1, 819200], the
-  // select-batch times are milliseconds per request).
+  // MindIE's documented ranges, from their one home (common/mindie_limits.h).
   static const auto* const limits = new std::vector<ParamLimit>{
-      {"maxBatchSize", false, 1, 819200},
-      {"maxPrefillBatchSize", false, 1, 819200},
-      {"maxPrefillTokens", false, 1, 1048576},
+      {"maxBatchSize", false, mindie::kMaxBatchSize.min, mindie::kMaxBatchSize.max},
+      {"maxPrefillBatchSize", false, mindie::kMaxPrefillBatchSize.min,
+       mindie::kMaxPrefillBatchSize.max},
+      {"maxPrefillTokens", false, mindie::kMaxPrefillTokens.min, mindie::kMaxPrefillTokens.max},
       {"supportSelectBatch", true, 0, 1},
-      {"prefillTimeMsPerReq", false, 0, kMaxSelectBatchTimeMs},
-      {"decodeTimeMsPerReq", false, 0, kMaxSelectBatchTimeMs},
+      {"prefillTimeMsPerReq", false, mindie::kSelectBatchTimeMs.min,
+       mindie::kSelectBatchTimeMs.max},
+      {"decodeTimeMsPerReq", false, mindie::kSelectBatchTimeMs.min, mindie::kSelectBatchTimeMs.max},
   };
   return *limits;
 }

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -184,6 +186,19 @@ absl::StatusOr<std::string> ApplyOne(const std::string& text, const JsonEdit& ed
                       text.substr(loc.last_member_end));
 }
 
+// The typed form of a ScheduleConfig value; nullopt for arrays, objects, null.
+std::optional<ConfigValue> ToConfigValue(const nlohmann::ordered_json& v) {
+  if (v.is_boolean()) return ConfigValue(v.get<bool>());
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return ConfigValue(v.get<double>());
+  }
+  if (v.is_number_integer()) return ConfigValue(v.get<int64_t>());
+  if (v.is_number_float()) return ConfigValue(v.get<double>());
+  if (v.is_string()) return ConfigValue(v.get<std::string>());
+  return std::nullopt;
+}
+
 absl::Status Validate(const std::string& text) {
   try {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
@@ -209,6 +224,20 @@ absl::StatusOr<std::string> ApplyJsonEdits(const std::string& text,
   if (!check.ok())
     return absl::InternalError(absl::StrCat("edit broke config.json: ", check.message()));
   return out;
+}
+
+std::string ToJsonLiteral(const ConfigValue& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return absl::StrCat(*i);
+  if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  if (const auto* d = std::get_if<double>(&value)) return nlohmann::json(*d).dump();
+  return nlohmann::json(std::get<std::string>(value)).dump();
+}
+
+const ConfigValue* MindieConfigView::FindSchedule(const std::string& key) const {
+  for (const auto& [k, v] : schedule) {
+    if (k == key) return &v;
+  }
+  return nullptr;
 }
 
 std::string MindieConfigView::BusinessUrl() const {
@@ -242,13 +271,38 @@ absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
     }
     if (backend.contains("ScheduleConfig")) {
       for (const auto& [k, v] : backend["ScheduleConfig"].items()) {
-        view.schedule.emplace_back(k, v.dump());
+        if (std::optional<ConfigValue> value = ToConfigValue(v)) {
+          view.schedule.emplace_back(k, *std::move(value));
+        }
       }
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config.json: ", e.what()));
   }
   return view;
+}
+
+absl::StatusOr<MindieConfig> MindieConfig::Parse(std::string text) {
+  CREST_ASSIGN_OR_RETURN(MindieConfigView view, ParseMindieConfig(text));
+  return MindieConfig(std::move(text), std::move(view));
+}
+
+MindieConfig::MindieConfig(std::string text, MindieConfigView view)
+    : original_(text), text_(std::move(text)), view_(std::move(view)) {}
+
+absl::Status MindieConfig::SetSchedule(const ScheduleValue& value) {
+  // text_ parsed as JSON and stays valid: a literal rendered from a typed
+  // value is valid JSON, so the text needs no parse after the edit.
+  CREST_ASSIGN_OR_RETURN(text_, ApplyOne(text_, {{"BackendConfig", "ScheduleConfig", value.key},
+                                                 ToJsonLiteral(value.value)}));
+  for (auto& [key, current] : view_.schedule) {
+    if (key == value.key) {
+      current = value.value;
+      return absl::OkStatus();
+    }
+  }
+  view_.schedule.emplace_back(value.key, value.value);
+  return absl::OkStatus();
 }
 
 ConfigJsonFile::ConfigJsonFile(std::string path, std::string state_dir)
@@ -272,19 +326,22 @@ absl::StatusOr<std::string> ConfigJsonFile::Original() const {
   }
 }
 
-absl::StatusOr<std::string> ConfigJsonFile::Apply(const std::vector<JsonEdit>& edits) {
-  CREST_ASSIGN_OR_RETURN(std::string original, Original());
-  CREST_ASSIGN_OR_RETURN(std::string edited, ApplyJsonEdits(original, edits));
+absl::StatusOr<MindieConfig> ConfigJsonFile::Load() const {
+  absl::StatusOr<std::string> original = Original();
+  if (!original.ok()) return Annotate(original.status(), "reading config.json");
+  return MindieConfig::Parse(*std::move(original));
+}
+
+absl::Status ConfigJsonFile::Write(const MindieConfig& config) {
   struct stat st {};
   int mode = 0640;
   if (::stat(path_.c_str(), &st) == 0) mode = static_cast<int>(st.st_mode & 07777);
   if (!HasBackup()) {
-    nlohmann::json backup = {{"path", path_}, {"original", original}, {"mode", mode}};
+    nlohmann::json backup = {{"path", path_}, {"original", config.original()}, {"mode", mode}};
     CREST_RETURN_IF_ERROR(MakeDirectories(state_dir_));
     CREST_RETURN_IF_ERROR(WriteFileAtomically(backup_path(), backup.dump() + "\n", 0600));
   }
-  CREST_RETURN_IF_ERROR(WriteFileAtomically(path_, edited, mode));
-  return edited;
+  return WriteFileAtomically(path_, config.text(), mode);
 }
 
 absl::Status ConfigJsonFile::Restore() {

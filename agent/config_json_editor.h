@@ -2,14 +2,17 @@
 // the values asked for change; formatting, key order and every key Crest does
 // not know stay byte-for-byte. The text is parsed (nlohmann::ordered_json) to
 // validate it, and the value's byte span is located by a small scanner and
-// replaced in place. ConfigJsonFile adds the backup of the original in the
-// agent's state directory, so every start edits the original, and stop or a
-// restart after a crash puts the original back.
+// replaced in place. MindieConfig is the one parse of config.json per daemon
+// start: a typed view that ScheduleConfig values are set on together with the
+// text, so the edited text is never parsed again. ConfigJsonFile adds the
+// backup of the original in the agent's state directory, so every start edits
+// the original, and stop or a restart after a crash puts the original back.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,6 +31,20 @@ struct JsonEdit {
 absl::StatusOr<std::string> ApplyJsonEdits(const std::string& text,
                                            const std::vector<JsonEdit>& edits);
 
+// A ScheduleConfig value as typed in config.json. The agent validates,
+// applies and reports values in this form; the JSON literal is rendered only
+// when the text is edited.
+using ConfigValue = std::variant<int64_t, double, bool, std::string>;
+
+// The JSON literal of a value: 400, 2.5, true, "Standard".
+std::string ToJsonLiteral(const ConfigValue& value);
+
+// One BackendConfig.ScheduleConfig key and its value.
+struct ScheduleValue {
+  std::string key;
+  ConfigValue value;
+};
+
 // The parts of config.json the agent reads.
 struct MindieConfigView {
   std::string ip_address = "127.0.0.1";
@@ -38,13 +55,41 @@ struct MindieConfigView {
   bool https_enabled = true;
   std::string model_name;
   int max_input_token_len = 0;
-  // ScheduleConfig values, key -> JSON literal as in the file.
-  std::vector<std::pair<std::string, std::string>> schedule;
+  // ScheduleConfig's numbers, booleans and strings in file order (arrays,
+  // objects and null are left out). An integer beyond int64 is a double.
+  std::vector<std::pair<std::string, ConfigValue>> schedule;
 
+  // The value of a ScheduleConfig key; nullptr when absent.
+  const ConfigValue* FindSchedule(const std::string& key) const;
   std::string BusinessUrl() const;
   std::string ManagementUrl() const;
 };
 absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text);
+
+// config.json for one daemon start: the original text parsed once, then
+// ScheduleConfig values set on the text (in place, the literal rendered from
+// the typed value) and on the typed view alike, so view() always describes
+// text() without parsing it again.
+class MindieConfig {
+ public:
+  // The one parse. INVALID_ARGUMENT when `text` is not a MindIE config.json.
+  static absl::StatusOr<MindieConfig> Parse(std::string text);
+
+  const std::string& original() const { return original_; }  // as parsed
+  const std::string& text() const { return text_; }          // with the values set
+  const MindieConfigView& view() const { return view_; }     // of text()
+
+  // Sets BackendConfig.ScheduleConfig.<key>, appended like its neighbours
+  // when absent; NOT_FOUND (nothing changed) without a ScheduleConfig object.
+  absl::Status SetSchedule(const ScheduleValue& value);
+
+ private:
+  MindieConfig(std::string text, MindieConfigView view);
+
+  std::string original_;
+  std::string text_;
+  MindieConfigView view_;
+};
 
 // config.json on disk plus its backup in the state directory.
 class ConfigJsonFile {
@@ -56,9 +101,11 @@ class ConfigJsonFile {
 
   // The original text: the backup when one exists, else the file.
   absl::StatusOr<std::string> Original() const;
-  // Backs the original up (once), then writes original + edits. Returns the
-  // written text. Nothing is written when an edit fails.
-  absl::StatusOr<std::string> Apply(const std::vector<JsonEdit>& edits);
+  // The original, parsed (MindieConfig::Parse).
+  absl::StatusOr<MindieConfig> Load() const;
+  // Backs config.original() up (once), then writes config.text() with the
+  // file's mode.
+  absl::Status Write(const MindieConfig& config);
   // Writes the backup back and removes it; no backup: nothing to do.
   absl::Status Restore();
   bool HasBackup() const;

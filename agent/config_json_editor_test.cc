@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 
 #include "common/file_util.h"
+#include "common/status.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
 
@@ -88,6 +89,65 @@ TEST(ApplyJsonEditsTest, Errors) {
               StatusIs(absl::StatusCode::kInternal));
 }
 
+// The overrides of TrialEdits, typed.
+std::vector<ScheduleValue> TrialValues() {
+  return {{"maxBatchSize", int64_t{400}},
+          {"supportSelectBatch", true},
+          {"prefillTimeMsPerReq", int64_t{600}},
+          {"decodeTimeMsPerReq", int64_t{50}}};
+}
+
+TEST(ToJsonLiteralTest, EveryType) {
+  EXPECT_EQ(ToJsonLiteral(int64_t{-400}), "-400");
+  EXPECT_EQ(ToJsonLiteral(2.5), "2.5");
+  EXPECT_EQ(ToJsonLiteral(true), "true");
+  EXPECT_EQ(ToJsonLiteral(false), "false");
+  EXPECT_EQ(ToJsonLiteral(std::string("a\"b")), "\"a\\\"b\"");
+}
+
+// The text edited from typed values is the editor's, byte for byte, and the
+// view kept in step with it is what parsing that text would give.
+TEST(MindieConfigTest, SetScheduleKeepsTextAndViewInStep) {
+  auto config = MindieConfig::Parse(TestData("config_in.json"));
+  CREST_ASSERT_OK(config);
+  for (const ScheduleValue& value : TrialValues()) CREST_ASSERT_OK(config->SetSchedule(value));
+  EXPECT_EQ(config->text(), TestData("config_expected.json"));
+  EXPECT_EQ(config->original(), TestData("config_in.json"));
+  auto reparsed = ParseMindieConfig(config->text());
+  CREST_ASSERT_OK(reparsed);
+  EXPECT_EQ(config->view().schedule, reparsed->schedule);
+  EXPECT_EQ(config->view().BusinessUrl(), reparsed->BusinessUrl());
+  EXPECT_EQ(config->view().max_input_token_len, reparsed->max_input_token_len);
+}
+
+TEST(MindieConfigTest, TypedScheduleValues) {
+  auto config = MindieConfig::Parse(TestData("config_in.json"));
+  CREST_ASSERT_OK(config);
+  const MindieConfigView& view = config->view();
+  ASSERT_NE(view.FindSchedule("maxBatchSize"), nullptr);
+  EXPECT_EQ(*view.FindSchedule("maxBatchSize"), ConfigValue(int64_t{200}));
+  EXPECT_EQ(*view.FindSchedule("supportSelectBatch"), ConfigValue(false));
+  EXPECT_EQ(*view.FindSchedule("templateType"), ConfigValue(std::string("Standard")));
+  EXPECT_EQ(view.FindSchedule("decodeTimeMsPerReq"), nullptr);
+  auto fractional = ParseMindieConfig(
+      R"({"ServerConfig": {}, "BackendConfig": {"ScheduleConfig": {"a": 1.5, "b": [1], "c": 18446744073709551615}}})");
+  CREST_ASSERT_OK(fractional);
+  EXPECT_EQ(*fractional->FindSchedule("a"), ConfigValue(1.5));
+  EXPECT_EQ(fractional->FindSchedule("b"), nullptr);
+  EXPECT_EQ(*fractional->FindSchedule("c"), ConfigValue(18446744073709551615.0));
+}
+
+TEST(MindieConfigTest, Errors) {
+  EXPECT_THAT(MindieConfig::Parse("{\"a\": "), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MindieConfig::Parse("{\"a\": 1}"), StatusIs(absl::StatusCode::kInvalidArgument));
+  auto config = MindieConfig::Parse(R"({"ServerConfig": {}, "BackendConfig": {}})");
+  CREST_ASSERT_OK(config);
+  EXPECT_THAT(config->SetSchedule({"maxBatchSize", int64_t{1}}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("BackendConfig.ScheduleConfig")));
+  EXPECT_EQ(config->text(), config->original());
+  EXPECT_TRUE(config->view().schedule.empty());
+}
+
 TEST(ParseMindieConfigTest, ReadsServerAndSchedule) {
   auto view = ParseMindieConfig(TestData("config_in.json"));
   CREST_ASSERT_OK(view);
@@ -101,6 +161,13 @@ TEST(ParseMindieConfigTest, ReadsServerAndSchedule) {
 
 class ConfigJsonFileTest : public ::testing::Test {
  protected:
+  // What a daemon start does: the original, one value set, written.
+  static absl::Status Apply(ConfigJsonFile& file, const ScheduleValue& value) {
+    CREST_ASSIGN_OR_RETURN(MindieConfig config, file.Load());
+    CREST_RETURN_IF_ERROR(config.SetSchedule(value));
+    return file.Write(config);
+  }
+
   crest::testing::TempDir dir_;
   std::string path_ = dir_.File("config.json");
   std::string state_ = dir_.File("state");
@@ -110,14 +177,14 @@ TEST_F(ConfigJsonFileTest, EveryApplyStartsFromTheOriginalAndRestorePutsItBack) 
   std::string original = TestData("config_in.json");
   CREST_ASSERT_OK(WriteFileAtomically(path_, original, 0640));
   ConfigJsonFile file(path_, state_);
-  CREST_ASSERT_OK(file.Apply({{{"BackendConfig", "ScheduleConfig", "maxBatchSize"}, "300"}}));
+  CREST_ASSERT_OK(Apply(file, {"maxBatchSize", int64_t{300}}));
   EXPECT_TRUE(file.HasBackup());
-  CREST_ASSERT_OK(file.Apply({{{"BackendConfig", "ScheduleConfig", "maxPrefillTokens"}, "9000"}}));
+  CREST_ASSERT_OK(Apply(file, {"maxPrefillTokens", int64_t{9000}}));
   auto view = ParseMindieConfig(*ReadFileToString(path_));
   CREST_ASSERT_OK(view);
   // The second apply edited the original, not the first apply's result.
-  EXPECT_THAT(view->schedule,
-              ::testing::Contains(std::make_pair(std::string("maxBatchSize"), std::string("200"))));
+  EXPECT_THAT(view->schedule, ::testing::Contains(std::make_pair(std::string("maxBatchSize"),
+                                                                 ConfigValue(int64_t{200}))));
   struct stat st {};
   ASSERT_EQ(::stat(path_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
@@ -130,22 +197,23 @@ TEST_F(ConfigJsonFileTest, EveryApplyStartsFromTheOriginalAndRestorePutsItBack) 
 }
 
 TEST_F(ConfigJsonFileTest, FailedEditWritesNothing) {
-  std::string original = "{\"BackendConfig\": {}}";
+  std::string original = R"({"ServerConfig": {}, "BackendConfig": {}})";
   CREST_ASSERT_OK(WriteFileAtomically(path_, original));
   ConfigJsonFile file(path_, state_);
-  EXPECT_FALSE(file.Apply({{{"X", "y"}, "1"}}).ok());
+  EXPECT_FALSE(Apply(file, {"maxBatchSize", int64_t{1}}).ok());
   EXPECT_EQ(*ReadFileToString(path_), original);
   EXPECT_FALSE(file.HasBackup());
 }
 
 TEST_F(ConfigJsonFileTest, BackupOfAnotherFileIsRefused) {
-  CREST_ASSERT_OK(WriteFileAtomically(path_, "{\"a\": 1}"));
+  const std::string text = R"({"ServerConfig": {}, "BackendConfig": {"ScheduleConfig": {"a": 1}}})";
+  CREST_ASSERT_OK(WriteFileAtomically(path_, text));
   ConfigJsonFile file(path_, state_);
-  CREST_ASSERT_OK(file.Apply({{{"a"}, "2"}}));
+  CREST_ASSERT_OK(Apply(file, {"a", int64_t{2}}));
   std::string other = dir_.File("other.json");
-  CREST_ASSERT_OK(WriteFileAtomically(other, "{\"a\": 1}"));
+  CREST_ASSERT_OK(WriteFileAtomically(other, text));
   ConfigJsonFile wrong(other, state_);
-  EXPECT_THAT(wrong.Apply({{{"a"}, "3"}}), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(Apply(wrong, {"a", int64_t{3}}), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <variant>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -67,21 +68,20 @@ std::optional<uint64_t> ProcessStartTime(pid_t pid) {
   return start;
 }
 
+// The overridable keys' values in `view`, as DaemonReady/DaemonStatus report them.
 std::vector<crest::v1::ConfigOverride> EffectiveValues(const MindieConfigView& view,
                                                        const AgentConfig& config) {
   std::vector<crest::v1::ConfigOverride> out;
-  for (const auto& [key, literal] : view.schedule) {
+  for (const auto& [key, value] : view.schedule) {
     if (config.FindLimit(key) == nullptr) continue;
     crest::v1::ConfigOverride o;
     o.set_key(key);
-    int64_t i = 0;
-    double d = 0;
-    if (literal == "true" || literal == "false") {
-      o.set_bool_value(literal == "true");
-    } else if (absl::SimpleAtoi(literal, &i)) {
-      o.set_int_value(i);
-    } else if (absl::SimpleAtod(literal, &d)) {
-      o.set_double_value(d);
+    if (const auto* b = std::get_if<bool>(&value)) {
+      o.set_bool_value(*b);
+    } else if (const auto* i = std::get_if<int64_t>(&value)) {
+      o.set_int_value(*i);
+    } else if (const auto* d = std::get_if<double>(&value)) {
+      o.set_double_value(*d);
     } else {
       continue;
     }
@@ -314,10 +314,12 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     }
   }
 
-  // config.json: the original plus this start's overrides.
-  auto written = config_json_.Apply(params.edits);
-  if (!written.ok()) return Annotate(written.status(), "writing config.json");
-  CREST_ASSIGN_OR_RETURN(MindieConfigView view, ParseMindieConfig(*written));
+  // config.json: the original plus this start's overrides, and its view.
+  absl::StatusOr<MindieConfig> config_json =
+      params.config_json ? absl::StatusOr<MindieConfig>(*params.config_json) : config_json_.Load();
+  absl::Status written = config_json.ok() ? config_json_.Write(*config_json) : config_json.status();
+  if (!written.ok()) return Annotate(written, "writing config.json");
+  const MindieConfigView& view = config_json->view();
 
   absl::Duration timeout = config_.start_timeout;
   if (params.start_timeout && *params.start_timeout < timeout) timeout = *params.start_timeout;

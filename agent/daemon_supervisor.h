@@ -34,8 +34,11 @@
 namespace crest::agent {
 
 struct StartParams {
-  std::vector<JsonEdit> edits;  // validated ScheduleConfig edits
-  std::vector<uint32_t> cpus;   // resolved pinning; empty: not pinned
+  // config.json for this start: the original, parsed once, with the
+  // validated overrides set (NodeAgent::PrepareStart). Absent: the original
+  // as it is, loaded by Start.
+  std::optional<MindieConfig> config_json;
+  std::vector<uint32_t> cpus;  // resolved pinning; empty: not pinned
   bool replace_running = false;
   std::optional<absl::Duration> start_timeout;  // capped by the config's
   bool stream_log = false;
@@ -69,7 +72,8 @@ class DaemonSupervisor {
   crest::v1::StopDaemonReply Stop(std::optional<absl::Duration> grace);
 
   crest::v1::DaemonStatus Status() const;
-  // The config.json values the running daemon uses (benchmark target).
+  // The config.json values the daemon was started with (benchmark target):
+  // the view of the last start, kept from it, not read again.
   absl::StatusOr<MindieConfigView> CurrentConfig() const;
   std::vector<uint32_t> PinnedCpus() const;
   const AgentConfig& config() const { return config_; }

@@ -7,10 +7,10 @@
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
-#include "agent/benchmark_glue.h"
+#include "agent/benchmark_options.h"
 #include "agent/pinning.h"
+#include "agent/request_validation.h"
 #include "agent/topology.h"
-#include "agent/validation.h"
 #include "common/cpu_list.h"
 #include "common/file_util.h"
 #include "common/status.h"
@@ -146,14 +146,8 @@ absl::StatusOr<crest::v1::NodeInfo> NodeAgent::GetNodeInfo() {
   *info.mutable_host() = tuner_.State();
   for (const auto& [k, v] : options_.labels) (*info.mutable_labels())[k] = v;
   info.set_backend(config_.backend);
-  for (const ParamLimit& p : config_.limits) {
-    crest::v1::ParameterLimit* l = info.add_parameter_limits();
-    l->set_key(p.key);
-    l->set_min(static_cast<double>(p.min));
-    l->set_max(static_cast<double>(p.max));
-    l->set_is_bool(p.is_bool);
-    l->set_is_integer(!p.is_bool);
-  }
+  for (auto& l : PublishedParameterLimits(config_)) *info.add_parameter_limits() = std::move(l);
+  for (auto& l : PublishedBenchmarkLimits()) *info.add_benchmark_limits() = std::move(l);
   return info;
 }
 
@@ -176,12 +170,18 @@ absl::StatusOr<crest::v1::HostTuningReply> NodeAgent::RestoreHostTuning() {
 
 absl::StatusOr<StartParams> NodeAgent::PrepareStart(const crest::v1::StartDaemonRequest& request) {
   CREST_RETURN_IF_ERROR(ValidateStartRequest(request));
-  ConfigJsonFile file(config_.config_json, options_.state_dir);
-  auto original = file.Original();
-  if (!original.ok()) return Annotate(original.status(), "reading config.json");
-  CREST_ASSIGN_OR_RETURN(MindieConfigView view, ParseMindieConfig(*original));
+  // The one parse of config.json for this start: the supervisor writes the
+  // text and reports the view it is handed.
+  CREST_ASSIGN_OR_RETURN(MindieConfig config_json,
+                         ConfigJsonFile(config_.config_json, options_.state_dir).Load());
+  CREST_ASSIGN_OR_RETURN(std::vector<ScheduleValue> values,
+                         ValidateOverrides(request.overrides(), config_, config_json.view()));
+  for (const ScheduleValue& value : values) {
+    absl::Status set = config_json.SetSchedule(value);
+    if (!set.ok()) return Annotate(set, "writing config.json");
+  }
   StartParams params;
-  CREST_ASSIGN_OR_RETURN(params.edits, ValidateOverrides(request.overrides(), config_, view));
+  params.config_json = std::move(config_json);
   CREST_ASSIGN_OR_RETURN(Topology topology, ReadTopology(options_.sysfs_root));
   CREST_ASSIGN_OR_RETURN(params.cpus, ResolvePinning(request.pinning(), topology));
   params.replace_running = request.replace_running();

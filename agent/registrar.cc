@@ -85,6 +85,8 @@ void Registrar::Loop() {
       request.set_advertise_address(options_.advertise_address);
       for (const auto& [k, v] : options_.labels) (*request.mutable_labels())[k] = v;
       for (const std::string& c : options_.capabilities) request.add_capabilities(c);
+      for (const auto& l : options_.parameter_limits) *request.add_parameter_limits() = l;
+      for (const auto& l : options_.benchmark_limits) *request.add_benchmark_limits() = l;
       request.set_agent_version(kVersion);
       crest::v1::RegisterAgentReply reply;
       grpc::ClientContext ctx;

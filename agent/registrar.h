@@ -24,6 +24,9 @@ struct RegistrarOptions {
   std::string advertise_address;
   std::map<std::string, std::string> labels;
   std::vector<std::string> capabilities;
+  // What the agent accepts (request_validation.h), sent with every registration.
+  std::vector<crest::v1::ParameterLimit> parameter_limits;
+  std::vector<crest::v1::ParameterLimit> benchmark_limits;
   absl::Duration rpc_deadline = absl::Seconds(5);
   absl::Duration initial_backoff = absl::Milliseconds(200);
   absl::Duration max_backoff = absl::Seconds(30);

@@ -73,7 +73,4 @@ inline constexpr char kMaxOutputLenKey[] = "max_output_len";
 
 }  // namespace bench
 
-// The select-batch times the controller derives stay within MindIE's range.
-inline constexpr int64_t kMaxSelectBatchTimeMs = mindie::kSelectBatchTimeMs.max;
-
 }  // namespace crest

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace crest::controller {
@@ -11,10 +12,14 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
   return google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
 }
 
+void LogReady(const crest::v1::AgentInfo& info) {
+  spdlog::info("agent {} at {} is ready", info.node_name(), info.address());
+}
+
 }  // namespace
 
-AgentRegistry::AgentRegistry(const Clock* clock, RegistryOptions options)
-    : clock_(clock), options_(options) {}
+AgentRegistry::AgentRegistry(const Clock* clock, RegistryOptions options, StateStore* store)
+    : clock_(clock), options_(options), store_(store) {}
 
 void AgentRegistry::SetOnChange(std::function<void()> cb) { on_change_ = std::move(cb); }
 
@@ -22,13 +27,12 @@ void AgentRegistry::Changed() {
   if (on_change_) on_change_();
 }
 
-void AgentRegistry::Touch(Entry* e) {
+bool AgentRegistry::Touch(Entry* e) const {
   e->last_seen = clock_->Now();
   *e->info.mutable_last_seen() = ToProto(e->last_seen);
-  if (e->info.state() != crest::v1::AGENT_READY) {
-    spdlog::info("agent {} at {} is ready", e->info.node_name(), e->info.address());
-  }
+  if (e->info.state() == crest::v1::AGENT_READY) return false;
   e->info.set_state(crest::v1::AGENT_READY);
+  return true;
 }
 
 void AgentRegistry::AddStatic(const std::string& name, const std::string& address) {
@@ -45,17 +49,43 @@ void AgentRegistry::AddStatic(const std::string& name, const std::string& addres
   Changed();
 }
 
-void AgentRegistry::Register(const crest::v1::RegisterAgentRequest& request) {
+absl::Status AgentRegistry::Register(const crest::v1::RegisterAgentRequest& request) {
+  auto apply = [&](Entry* e) {
+    e->info.set_node_name(request.node_name());
+    e->info.set_address(request.advertise_address());
+    e->info.mutable_labels()->clear();
+    for (const auto& [k, v] : request.labels()) (*e->info.mutable_labels())[k] = v;
+    *e->info.mutable_parameter_limits() = request.parameter_limits();
+    *e->info.mutable_benchmark_limits() = request.benchmark_limits();
+    return Touch(e);
+  };
+  absl::MutexLock write_lock(&register_mu_);
+  if (store_ != nullptr) {
+    Entry e;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = agents_.find(request.node_name());
+      if (it != agents_.end()) e = it->second;
+    }
+    apply(&e);
+    Batch batch;
+    batch.agents.push_back(e.info);
+    absl::Status s = store_->Apply(batch);
+    if (!s.ok()) {
+      spdlog::error("cannot record the registration of agent {}: {}", request.node_name(),
+                    s.ToString());
+      return absl::UnavailableError(
+          absl::StrCat("the controller could not record the registration of ", request.node_name(),
+                       " (", s.message(), "); register again later"));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     Entry& e = agents_[request.node_name()];
-    e.info.set_node_name(request.node_name());
-    e.info.set_address(request.advertise_address());
-    e.info.mutable_labels()->clear();
-    for (const auto& [k, v] : request.labels()) (*e.info.mutable_labels())[k] = v;
-    Touch(&e);
+    if (apply(&e)) LogReady(e.info);
   }
   Changed();
+  return absl::OkStatus();
 }
 
 bool AgentRegistry::Heartbeat(const std::string& name) {
@@ -64,25 +94,26 @@ bool AgentRegistry::Heartbeat(const std::string& name) {
     absl::MutexLock lock(&mu_);
     auto it = agents_.find(name);
     if (it == agents_.end()) return false;
-    changed = it->second.info.state() != crest::v1::AGENT_READY;
-    Touch(&it->second);
+    changed = Touch(&it->second);
+    if (changed) LogReady(it->second.info);
   }
   if (changed) Changed();
   return true;
 }
 
-void AgentRegistry::MarkSeen(const std::string& name,
-                             const std::map<std::string, std::string>* labels) {
+void AgentRegistry::MarkSeen(const std::string& name, const crest::v1::NodeInfo* info) {
   bool changed = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = agents_.find(name);
     if (it == agents_.end()) return;
-    changed = it->second.info.state() != crest::v1::AGENT_READY;
-    if (labels != nullptr) {
-      for (const auto& [k, v] : *labels) (*it->second.info.mutable_labels())[k] = v;
+    if (info != nullptr) {
+      for (const auto& [k, v] : info->labels()) (*it->second.info.mutable_labels())[k] = v;
+      *it->second.info.mutable_parameter_limits() = info->parameter_limits();
+      *it->second.info.mutable_benchmark_limits() = info->benchmark_limits();
     }
-    Touch(&it->second);
+    changed = Touch(&it->second);
+    if (changed) LogReady(it->second.info);
   }
   if (changed) Changed();
 }

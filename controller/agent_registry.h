@@ -1,6 +1,8 @@
 // The agents the controller knows: static ones from --agents and the ones
 // that registered themselves, with liveness. An agent not heard from for
 // `missed_heartbeats` intervals is lost; hearing from it again makes it ready.
+// Registrations are recorded in the state store before they count, so a
+// restarted controller knows every agent that was told it is registered.
 // Time comes from a crest::Clock so tests move it by hand.
 #pragma once
 
@@ -10,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 #include "common/clock.h"
+#include "controller/store.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller {
@@ -25,16 +29,20 @@ struct RegistryOptions {
 
 class AgentRegistry {
  public:
-  AgentRegistry(const Clock* clock, RegistryOptions options);
+  // `store` records self-registrations (nullptr: they are not recorded).
+  AgentRegistry(const Clock* clock, RegistryOptions options, StateStore* store = nullptr);
 
   // Agents named by --agents: reachable at `address`, probed by the controller.
   void AddStatic(const std::string& name, const std::string& address);
   // Self-registration (or re-registration after a controller restart).
-  void Register(const crest::v1::RegisterAgentRequest& request);
+  // UNAVAILABLE when it cannot be recorded: the agent is then not registered
+  // and retries.
+  absl::Status Register(const crest::v1::RegisterAgentRequest& request);
   // False when the node is unknown (it must register again).
   bool Heartbeat(const std::string& name);
-  // A successful call to the agent counts as a heartbeat; labels refreshed when given.
-  void MarkSeen(const std::string& name, const std::map<std::string, std::string>* labels);
+  // A successful call to the agent counts as a heartbeat; with its NodeInfo,
+  // labels are refreshed and its published limits taken over.
+  void MarkSeen(const std::string& name, const crest::v1::NodeInfo* info);
   void MarkLost(const std::string& name, const std::string& why);
   // Marks lost every ready agent silent for too long; returns the names.
   std::vector<std::string> CheckLiveness();
@@ -57,10 +65,16 @@ class AgentRegistry {
     absl::Time last_seen;
   };
   void Changed();
-  void Touch(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks `e` heard from now; true when that made it ready.
+  bool Touch(Entry* e) const;
 
   const Clock* clock_;
   RegistryOptions options_;
+  StateStore* store_;
+  // Held across a registration's write and its entry update, so the store
+  // and memory see registrations in the same order; mu_ is not held during
+  // the write, so liveness checks and the scheduler do not wait for the disk.
+  absl::Mutex register_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_change_;

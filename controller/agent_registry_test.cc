@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/fake_clock.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_ca.h"
+#include "controller/testing/failing_store.h"
 
 namespace crest::controller {
 namespace {
@@ -21,7 +24,7 @@ TEST(AgentRegistry, MissedHeartbeatsMarkLostAndAHeartbeatRevives) {
   AgentRegistry registry(&clock, {absl::Seconds(2), 3});
   int changes = 0;
   registry.SetOnChange([&] { ++changes; });
-  registry.Register(Req("a"));
+  CREST_EXPECT_OK(registry.Register(Req("a")));
   EXPECT_TRUE(registry.IsReady("a"));
   EXPECT_EQ(registry.Get("a")->labels().at("model"), "LLaMa3-8B");
   clock.Advance(absl::Seconds(5));
@@ -50,10 +53,17 @@ TEST(AgentRegistry, StaticAgentsAreLostUntilSeen) {
   registry.AddStatic("s", "127.0.0.1:9");
   EXPECT_FALSE(registry.IsReady("s"));
   EXPECT_TRUE(registry.Get("s")->static_());
-  std::map<std::string, std::string> labels = {{"npu", "910B3"}};
-  registry.MarkSeen("s", &labels);
+  crest::v1::NodeInfo info;
+  (*info.mutable_labels())["npu"] = "910B3";
+  auto* limit = info.add_benchmark_limits();
+  limit->set_key("concurrency");
+  limit->set_max(500);
+  registry.MarkSeen("s", &info);
   EXPECT_TRUE(registry.IsReady("s"));
   EXPECT_EQ(registry.Get("s")->labels().at("npu"), "910B3");
+  // What the probe read is what the limits check at submission sees.
+  ASSERT_EQ(registry.Get("s")->benchmark_limits_size(), 1);
+  EXPECT_EQ(registry.Get("s")->benchmark_limits(0).max(), 500);
   registry.MarkLost("s", "unreachable");
   EXPECT_FALSE(registry.IsReady("s"));
   registry.SetRunningTrial("s", "c1-t1");
@@ -71,6 +81,46 @@ TEST(AgentRegistry, RestoredAgentsMustBeHeardFromAgain) {
   EXPECT_FALSE(registry.IsReady("r"));
   EXPECT_TRUE(registry.Heartbeat("r"));
   EXPECT_TRUE(registry.IsReady("r"));
+}
+
+TEST(AgentRegistry, ARegistrationCountsOnlyOnceRecorded) {
+  crest::testing::TempDir dir;
+  auto store = Store::Open(dir.path());
+  CREST_ASSERT_OK(store);
+  testing::FailingStore failing(store->get(), /*fail_at=*/1);
+  crest::testing::FakeClock clock;
+  AgentRegistry registry(&clock, {}, &failing);
+  EXPECT_THAT(
+      registry.Register(Req("a")),
+      crest::testing::StatusIs(absl::StatusCode::kUnavailable,
+                               ::testing::HasSubstr("could not record the registration of a")));
+  EXPECT_FALSE(registry.Get("a").has_value());  // the agent registers again
+  CREST_EXPECT_OK(registry.Register(Req("a")));
+  EXPECT_TRUE(registry.IsReady("a"));
+  auto snap = (*store)->Load();
+  CREST_ASSERT_OK(snap);
+  ASSERT_EQ(snap->agents.size(), 1u);
+  EXPECT_EQ(snap->agents[0].node_name(), "a");
+  EXPECT_EQ(snap->agents[0].address(), "127.0.0.1:7001");
+  EXPECT_EQ(snap->agents[0].labels().at("model"), "LLaMa3-8B");
+}
+
+TEST(AgentRegistry, RegistrationCarriesTheAgentsLimitsAndAReRegistrationReplacesThem) {
+  crest::testing::FakeClock clock;
+  AgentRegistry registry(&clock, {});
+  crest::v1::RegisterAgentRequest req = Req("a");
+  auto* limit = req.add_parameter_limits();
+  limit->set_key("maxBatchSize");
+  limit->set_min(1);
+  limit->set_max(2048);
+  req.add_benchmark_limits()->set_key("concurrency");
+  CREST_EXPECT_OK(registry.Register(req));
+  ASSERT_EQ(registry.Get("a")->parameter_limits_size(), 1);
+  EXPECT_EQ(registry.Get("a")->parameter_limits(0).max(), 2048);
+  EXPECT_EQ(registry.Get("a")->benchmark_limits(0).key(), "concurrency");
+  CREST_EXPECT_OK(registry.Register(Req("a")));  // an agent that publishes none
+  EXPECT_EQ(registry.Get("a")->parameter_limits_size(), 0);
+  EXPECT_EQ(registry.Get("a")->benchmark_limits_size(), 0);
 }
 
 }  // namespace

@@ -1,30 +1,39 @@
-// The campaign engine: owns every campaign's in-memory state (a write-through
-// cache of the Store), schedules trials of all running campaigns on free,
-// ready, eligible nodes, runs each trial on its own thread through an
-// AgentClient, retries trials interrupted by a lost node or a controller
-// restart (bounded, never counted twice), and restores every tuned host when
-// a campaign ends. Plain class: the gRPC service is a thin adapter over it.
+// The campaign engine: owns every campaign's in-memory state, a write-through
+// cache of the state store, and schedules the trials of all running
+// campaigns on free, ready, eligible nodes, each on its own thread through a
+// TrialRunner. It retries trials interrupted by a lost node or a controller
+// restart (bounded, never counted twice) and restores every tuned host when a
+// campaign ends. The first failed write of state is kept, as LevelDB keeps
+// its background error: the campaign it concerned fails, and every later
+// change is refused until a restart reloads the store, which is the truth.
+// Plain class: the gRPC service is a thin adapter over it.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 #include "common/clock.h"
 #include "controller/agent_client.h"
+#include "controller/agent_prober.h"
 #include "controller/agent_registry.h"
+#include "controller/campaign_notifier.h"
+#include "controller/host_restore.h"
+#include "controller/job_table.h"
 #include "controller/metrics.h"
 #include "controller/search.h"
+#include "controller/state_writer.h"
 #include "controller/store.h"
+#include "controller/trial_runner.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller {
@@ -41,7 +50,7 @@ struct ManagerOptions {
 
 class CampaignManager {
  public:
-  CampaignManager(Store* store, AgentRegistry* registry, AgentConnector* connector,
+  CampaignManager(StateStore* store, AgentRegistry* registry, AgentConnector* connector,
                   const Clock* clock, Metrics* metrics, ManagerOptions options = {});
   ~CampaignManager();
   CampaignManager(const CampaignManager&) = delete;
@@ -56,6 +65,7 @@ class CampaignManager {
   void Shutdown();
 
   // Validates (INVALID_ARGUMENT listing every problem) and queues.
+  // FAILED_PRECONDITION once a write of state has failed (so does Cancel).
   absl::StatusOr<crest::v1::Campaign> Create(crest::v1::CampaignSpec spec);
   absl::StatusOr<crest::v1::Campaign> Get(const std::string& id) const;
   std::vector<crest::v1::Campaign> List() const;
@@ -70,18 +80,13 @@ class CampaignManager {
   // Wakes the scheduler (registry changes).
   void Poke();
 
+  // The first failed write of state; OK while there was none.
+  absl::Status persistence_error() const;
+  // `cb(error)` once, from the scheduling thread, after a write of state
+  // first failed. Set before Start().
+  void SetOnPersistenceError(std::function<void(const absl::Status&)> cb);
+
  private:
-  enum class StopReason { kNone, kCampaignCancelled, kNodeLost, kShutdown };
-  struct Job {
-    std::string campaign;
-    std::string model;
-    std::string node;
-    std::string trial_id;  // empty for a probe
-    CancelSignal cancel;
-    StopReason stop_reason = StopReason::kNone;
-    bool finished = false;
-    std::thread thread;
-  };
   struct Run {
     StoredCampaign stored;
     std::unique_ptr<SearchStrategy> strategy;
@@ -91,73 +96,56 @@ class CampaignManager {
   };
 
   void Loop();
-  void ProbeLoop();
   void SchedulePass() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleCampaign(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ScheduleModel(Run& run, int model_index, std::set<std::string>& busy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinish(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
-                                             const std::set<std::string>& busy) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchProbe(Run& run, const std::string& model, const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchTrial(Run& run, crest::v1::Trial trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RunProbe(Job* job);
-  void RunTrial(Job* job, crest::v1::Trial trial);
-  void RestoreHosts(const std::string& campaign_id, bool finish);
-  crest::v1::TrialStatus Classify(Job* job, const absl::Status& status, std::string* reason);
-  void FinishTrial(Job* job, crest::v1::Trial trial);
-  absl::Status Persist(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Commits `batch` for a job about to start (with the campaign's start when
+  // it is the first) and applies the start.
+  absl::Status CommitLaunch(Run& run, Batch batch, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishProbe(JobTable::Job* job, const ProbeResult& probe);
+  void FinishTrial(JobTable::Job* job, crest::v1::Trial trial);
+  // Restores the hosts the campaign tuned; `finish`: then ends it.
+  void RestoreHosts(const std::string& campaign_id, bool finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndCampaign(const std::string& campaign_id, bool finish,
+                   const std::vector<std::string>& unrestored);
+  // Commits and applies the search state of one model; false when refused.
+  bool SetModelState(Run& run, const std::string& model, const ModelState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Commits `batch`, the record of `what` for campaign `campaign_id` (empty:
+  // of no single campaign). The first failure fails that campaign.
+  absl::Status Persist(const Batch& batch, const std::string& campaign_id, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailCampaign(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   crest::v1::Campaign View(const Run& run) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NotifierLoop();
-  void NotifyLocked(const std::string& campaign_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateCampaignMetrics() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  crest::v1::TrialParameters ParametersFor(const Run& run, int model_index, int64_t point,
-                                           bool calibration) const;
   google::protobuf::Timestamp Now() const;
 
-  Store* store_;
+  StateStore* store_;
   AgentRegistry* registry_;
-  AgentConnector* connector_;
   const Clock* clock_;
   Metrics* metrics_;
   ManagerOptions options_;
 
   mutable absl::Mutex mu_;
+  StateWriter writer_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // campaign ids, creation order
-  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);  // by node
-  std::set<std::string> pending_notify_ ABSL_GUARDED_BY(mu_);
+  JobTable jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> probe_failures_ ABSL_GUARDED_BY(mu_);  // campaign/model -> count
-  std::vector<std::thread> restorers_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool persistence_error_reported_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(const absl::Status&)> on_persistence_error_;
   std::thread loop_;
-  std::thread prober_;
-  std::thread notifier_;
-
-  absl::Mutex subscribers_mu_;
-  int next_subscriber_ ABSL_GUARDED_BY(subscribers_mu_) = 0;
-  std::map<int, std::function<void(const crest::v1::Campaign&)>> subscribers_
-      ABSL_GUARDED_BY(subscribers_mu_);
+  StaticAgentProber prober_;
+  HostRestorer restorer_;
+  CampaignNotifier notifier_;
 };
-
-// Label by which a simulated node declares how much faster than real time its
-// daemon runs; the controller then records figures in simulated time.
-inline constexpr char kTimeScaleLabel[] = "sim-time-scale";
-
-// Divides throughputs by `scale` and multiplies latencies and the duration by
-// it: the figures the simulated hardware would show in real time.
-void NormalizeTimeScale(crest::v1::BenchmarkResult* result, double scale);
-
-// The campaign's report (also what `crest campaign report` prints).
-crest::v1::CampaignReport BuildReport(const StoredCampaign& stored);
-
-// Best configuration of a model from its ok, non-calibration trials: the
-// point whose mean GenerateSpeed over repeats is highest (nullopt: none ok).
-std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>& trials,
-                                            const std::string& model);
 
 }  // namespace crest::controller

@@ -3,129 +3,23 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/testing/fake_clock.h"
+#include <tuple>
+
 #include "common/testing/status_matchers.h"
-#include "common/testing/test_ca.h"
-#include "controller/spec_parser.h"
-#include "controller/testing/fake_agent_client.h"
+#include "controller/testing/manager_fixture.h"
+#include "controller/trial_outcomes.h"
 
 namespace crest::controller {
 namespace {
 
-using crest::controller::testing::FakeAgent;
-using crest::controller::testing::FakeConnector;
+using crest::controller::testing::kWait;
+using crest::controller::testing::ManagerFixture;
+using crest::controller::testing::PracticeCurve;
 using crest::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kWait = absl::Seconds(20);
-
-// The practice's curve: rises to 500, falls at 600.
-double PracticeCurve(int64_t b) {
-  if (b <= 435) return 2845.3;
-  if (b <= 500) return 2980.3;
-  return 2520.6;
-}
-
-class ManagerTest : public ::testing::Test {
- protected:
-  void SetUp() override { OpenManager(); }
-  void TearDown() override { CloseManager(); }
-
-  void OpenManager() {
-    auto store = Store::Open(dir_.path());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    registry_ = std::make_unique<AgentRegistry>(&clock_, RegistryOptions{absl::Seconds(2), 3});
-    ManagerOptions options;
-    options.tick = absl::Milliseconds(20);
-    options.probe_interval = absl::Hours(1);  // registration only in these tests
-    manager_ = std::make_unique<CampaignManager>(store_.get(), registry_.get(), &connector_,
-                                                 &clock_, &metrics_, options);
-    registry_->SetOnChange([this] { manager_->Poke(); });
-    subscription_ = manager_->Subscribe([this](const crest::v1::Campaign& c) {
-      absl::MutexLock lock(&mu_);
-      latest_[c.id()] = c;
-      ++changes_;
-    });
-  }
-
-  void CloseManager() {
-    if (manager_ == nullptr) return;
-    manager_->Shutdown();
-    manager_->Unsubscribe(subscription_);
-    manager_.reset();
-    registry_.reset();
-    store_.reset();
-  }
-
-  std::shared_ptr<FakeAgent> AddAgent(const std::string& name, const std::string& model = "m") {
-    auto agent = connector_.agent(name) ? connector_.agent(name) : connector_.Add(name);
-    crest::v1::RegisterAgentRequest r;
-    r.set_node_name(name);
-    r.set_advertise_address("127.0.0.1:1");
-    (*r.mutable_labels())["model"] = model;
-    registry_->Register(r);
-    return agent;
-  }
-
-  crest::v1::CampaignSpec Spec(const std::string& yaml) {
-    ParsedSpec parsed = ParseAndValidateCampaignSpec(yaml);
-    EXPECT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
-    return parsed.spec;
-  }
-
-  // Waits (on change notifications, with a deadline) until `pred` holds.
-  bool WaitFor(const std::string& id, const std::function<bool(const crest::v1::Campaign&)>& pred) {
-    absl::Time deadline = absl::Now() + kWait;
-    while (absl::Now() < deadline) {
-      auto c = manager_->Get(id);
-      if (c.ok() && pred(*c)) return true;
-      absl::MutexLock lock(&mu_);
-      int seen = changes_;
-      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return changes_ != seen; };
-      mu_.AwaitWithTimeout(absl::Condition(&changed), absl::Milliseconds(100));
-    }
-    return false;
-  }
-
-  bool WaitForState(const std::string& id, crest::v1::CampaignState state) {
-    return WaitFor(id, [state](const crest::v1::Campaign& c) { return c.state() == state; });
-  }
-
-  static bool WaitHeld(const FakeAgent& agent, int n) { return agent.AwaitHeld(n, kWait); }
-
-  std::vector<crest::v1::Trial> Trials(const std::string& id, const std::string& model = "m") {
-    auto r = manager_->Report(id);
-    EXPECT_TRUE(r.ok());
-    for (const auto& m : r->models()) {
-      if (m.model() == model) return {m.trials().begin(), m.trials().end()};
-    }
-    return {};
-  }
-
-  static std::vector<std::string> Summary(const std::vector<crest::v1::Trial>& trials) {
-    std::vector<std::string> out;
-    out.reserve(trials.size());
-    for (const auto& t : trials) {
-      out.push_back(absl::StrCat(t.parameters().max_batch_size(), ":",
-                                 crest::v1::TrialStatus_Name(t.status()), "@", t.node()));
-    }
-    return out;
-  }
-
-  crest::testing::TempDir dir_;
-  crest::testing::FakeClock clock_;
-  FakeConnector connector_;
-  Metrics metrics_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<AgentRegistry> registry_;
-  std::unique_ptr<CampaignManager> manager_;
-  int subscription_ = -1;
-  absl::Mutex mu_;
-  std::map<std::string, crest::v1::Campaign> latest_ ABSL_GUARDED_BY(mu_);
-  int changes_ ABSL_GUARDED_BY(mu_) = 0;
-};
+class ManagerTest : public ManagerFixture {};
 
 TEST_F(ManagerTest, RunsThePracticeSearchEndToEnd) {
   auto a = AddAgent("a");
@@ -412,30 +306,13 @@ TEST_F(ManagerTest, CancelStopsTheTrialAndRestoresHosts) {
   EXPECT_THAT(manager_->Cancel("nope"), StatusIs(absl::StatusCode::kNotFound));
 }
 
-TEST(NormalizeTimeScale, ReportsSimulatedTime) {
-  crest::v1::BenchmarkResult r;
-  r.set_generate_speed(143047.1);
-  r.set_generate_speed_per_client(143.0471);
-  r.mutable_first_token_time()->set_average_ms(20);
-  r.mutable_decode_time()->set_p99_ms(2);
-  r.mutable_duration()->set_seconds(3);
-  NormalizeTimeScale(&r, 50);
-  EXPECT_NEAR(r.generate_speed(), 2860.942, 1e-6);
-  EXPECT_NEAR(r.generate_speed_per_client(), 2.860942, 1e-9);
-  EXPECT_DOUBLE_EQ(r.first_token_time().average_ms(), 1000);
-  EXPECT_DOUBLE_EQ(r.decode_time().p99_ms(), 100);
-  EXPECT_EQ(r.duration().seconds(), 150);
-  NormalizeTimeScale(&r, 0);  // no label: unchanged
-  EXPECT_EQ(r.duration().seconds(), 150);
-}
-
 TEST_F(ManagerTest, SimulatedNodesReportInSimulatedTime) {
   auto a = connector_.Add("a");
   crest::v1::RegisterAgentRequest r;
   r.set_node_name("a");
   r.set_advertise_address("127.0.0.1:1");
   (*r.mutable_labels())[kTimeScaleLabel] = "10";
-  registry_->Register(r);
+  CREST_ASSERT_OK(registry_->Register(r));
   CREST_ASSERT_OK(manager_->Start());
   auto c = manager_->Create(Spec("name: s\nmodels: [{name: m}]\nsearch: {range: [100, 100]}\n"));
   CREST_ASSERT_OK(c);
@@ -453,6 +330,62 @@ TEST_F(ManagerTest, RefusesABadSpecListingEveryProblem) {
                                         HasSubstr("client.request_rate"))));
   EXPECT_TRUE(manager_->List().empty());
   EXPECT_THAT(manager_->Get("c1"), StatusIs(absl::StatusCode::kNotFound));
+}
+
+// Concurrency = maxBatchSize - 1 above what the agents accept: refused at
+// submission with the reason, before any daemon is restarted for it.
+TEST_F(ManagerTest, RefusesARangeWhoseDerivedConcurrencyNoEligibleAgentAccepts) {
+  auto a = AddAgent("a");
+  CREST_ASSERT_OK(manager_->Start());
+  EXPECT_THAT(
+      manager_->Create(Spec("name: big\nmodels: [{name: m}]\n"
+                            "search: {range: [100000, 100010], initial: 100000}\n")),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               ::testing::AllOf(HasSubstr("search.range"), HasSubstr("model m"),
+                                HasSubstr("concurrency 100009 (maxBatchSize 100010 - 1) is "
+                                          "outside a's [1, 100000]"),
+                                HasSubstr("the range can reach maxBatchSize 100001 at most"))));
+  EXPECT_TRUE(manager_->List().empty());
+  EXPECT_TRUE(a->starts().empty());
+  // The same range within the limits is accepted.
+  CREST_EXPECT_OK(
+      manager_->Create(Spec("name: ok\nmodels: [{name: m}]\n"
+                            "search: {range: [99990, 100001], initial: 99990}\n")));
+}
+
+TEST_F(ManagerTest, APointGoesOnlyToAnAgentThatAcceptsIt) {
+  auto small = connector_.Add("small");
+  auto big = connector_.Add("big");
+  small->SetCurve(PracticeCurve);
+  big->SetCurve(PracticeCurve);
+  for (const std::string name : {"small", "big"}) {
+    crest::v1::RegisterAgentRequest r;
+    r.set_node_name(name);
+    r.set_advertise_address("127.0.0.1:1");
+    for (const auto& [key, min, max] : std::vector<std::tuple<std::string, double, double>>{
+             {"concurrency", 1, name == "small" ? 450 : 100000},
+             {"request_count", 1, 1e7},
+             {"warmup_requests", 0, 1e5},
+             {"max_output_len", 1, 1 << 20}}) {
+      auto* l = r.add_benchmark_limits();
+      l->set_key(key);
+      l->set_min(min);
+      l->set_max(max);
+    }
+    CREST_ASSERT_OK(registry_->Register(r));
+  }
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: mixed
+models: [{name: m, nodes: [small, big]}]
+search: {range: [400, 600], initial: 435}
+client: {request_count: 10}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  // 435 (Concurrency 434) fits the first listed node; 500 and 600 only "big".
+  EXPECT_THAT(Summary(Trials(c->id())),
+              ElementsAre("435:TRIAL_OK@small", "500:TRIAL_OK@big", "600:TRIAL_OK@big"));
+  EXPECT_EQ(small->benchmarks().size(), 1u);
 }
 
 }  // namespace

@@ -58,4 +58,14 @@ SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block
   return b;
 }
 
+SearchSpace SearchSpaceFor(const crest::v1::CampaignSpec& spec, int64_t npu_block_num) {
+  SearchBounds b = DeriveBounds(spec, npu_block_num);
+  return SearchSpace{b.lo,
+                     b.hi,
+                     b.initial,
+                     spec.search().step(),
+                     spec.search().tolerance(),
+                     spec.search().max_trials()};
+}
+
 }  // namespace crest::controller

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "controller/search.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller {
@@ -38,6 +39,10 @@ struct SearchBounds {
 // avg), each replaced by the spec's explicit value when it has one; the start
 // is clamped into the range. npu_block_num may be 0 only when nothing is auto.
 SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block_num);
+
+// What a model's search runs over: DeriveBounds with the spec's step,
+// tolerance and point budget.
+SearchSpace SearchSpaceFor(const crest::v1::CampaignSpec& spec, int64_t npu_block_num);
 
 // True when range or initial is auto (the daemon must be started once first).
 bool NeedsBlockNum(const crest::v1::SearchSpec& search);

@@ -62,7 +62,10 @@ void Metrics::SetCampaignCounts(const std::map<crest::v1::CampaignState, int>& c
   }
 }
 
-void Metrics::SetAgentCounts(int ready, int lost) {
+void Metrics::SetAgentCounts(const std::vector<crest::v1::AgentInfo>& agents) {
+  int ready = 0;
+  int lost = 0;
+  for (const auto& a : agents) (a.state() == crest::v1::AGENT_READY ? ready : lost)++;
   absl::MutexLock lock(&mu_);
   agents_.Add({{"state", "ready"}}).Set(ready);
   agents_.Add({{"state", "lost"}}).Set(lost);

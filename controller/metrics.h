@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -28,7 +29,8 @@ class Metrics {
   // A trial reached a final status.
   void RecordTrial(const crest::v1::Trial& trial);
   void SetCampaignCounts(const std::map<crest::v1::CampaignState, int>& counts);
-  void SetAgentCounts(int ready, int lost);
+  // Agents ready and lost among `agents`.
+  void SetAgentCounts(const std::vector<crest::v1::AgentInfo>& agents);
 
   // Text exposition of everything (tests).
   std::string Serialize() const;

@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     spdlog::info("metrics on http://{}/metrics (port {})", options.metrics_listen,
                  s->metrics_server_->port());
   }
-  s->registry_ = std::make_unique<AgentRegistry>(&s->clock_, options.registry);
+  s->registry_ = std::make_unique<AgentRegistry>(&s->clock_, options.registry, s->store_.get());
   for (const auto& [name, address] : options.static_agents) s->registry_->AddStatic(name, address);
   s->connector_ = std::make_unique<GrpcAgentConnector>(options.tls);
   s->manager_ =
@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
                                         &s->clock_, s->metrics_.get(), options.manager);
   CampaignManager* manager = s->manager_.get();
   s->registry_->SetOnChange([manager] { manager->Poke(); });
-  s->service_ = std::make_unique<ControllerService>(s->registry_.get(), manager, s->store_.get());
+  s->service_ = std::make_unique<ControllerService>(s->registry_.get(), manager);
   CREST_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options.tls));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -81,9 +81,14 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     return absl::UnavailableError(
         absl::StrCat("--listen ", options.listen, ": cannot listen there (in use or invalid)"));
   }
+  grpc::HealthCheckServiceInterface* health = s->server_->GetHealthCheckService();
+  // A controller that can no longer record state is not serving: the CLI and
+  // orchestrators see it, and a restart (which reloads the store) is the cure.
+  manager->SetOnPersistenceError(
+      [health](const absl::Status&) { health->SetServingStatus(false); });
   CREST_RETURN_IF_ERROR(
       Annotate(manager->Start(), absl::StrCat("resuming from ", s->store_->path())));
-  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  health->SetServingStatus(manager->persistence_error().ok());
   if (options.tls.insecure) {
     spdlog::warn("INSECURE: plaintext gRPC without authentication (--insecure, loopback only)");
   }

@@ -21,11 +21,6 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
   return reactor;
 }
 
-bool IsFinalState(crest::v1::CampaignState s) {
-  return s == crest::v1::CAMPAIGN_SUCCEEDED || s == crest::v1::CAMPAIGN_FAILED ||
-         s == crest::v1::CAMPAIGN_CANCELLED;
-}
-
 // Streams a campaign: now, then after every change, until it ends.
 class WatchReactor final : public grpc::ServerWriteReactor<Campaign> {
  public:
@@ -80,7 +75,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<Campaign> {
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     current_ = std::move(*latest_);
     latest_.reset();
-    last_written_final_ = IsFinalState(current_.state());
+    last_written_final_ = IsFinal(current_.state());
     writing_ = true;
     StartWrite(&current_);
   }
@@ -118,13 +113,9 @@ grpc::ServerUnaryReactor* ControllerService::RegisterAgent(
         ctx, absl::InvalidArgumentError(absl::StrCat("advertise_address: expected host:port, got '",
                                                      request->advertise_address(), "'")));
   }
-  registry_->Register(*request);
+  absl::Status registered = registry_->Register(*request);
+  if (!registered.ok()) return Done(ctx, registered);
   spdlog::info("agent {} registered from {}", request->node_name(), request->advertise_address());
-  if (auto info = registry_->Get(request->node_name())) {
-    Batch batch;
-    batch.agents.push_back(*info);
-    store_->Apply(batch).IgnoreError();
-  }
   *reply->mutable_heartbeat_interval() = google::protobuf::util::TimeUtil::MillisecondsToDuration(
       absl::ToInt64Milliseconds(registry_->options().heartbeat_interval));
   return Done(ctx, absl::OkStatus());

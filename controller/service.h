@@ -6,15 +6,14 @@
 
 #include "controller/agent_registry.h"
 #include "controller/campaign_manager.h"
-#include "controller/store.h"
 #include "crest/v1/controller.grpc.pb.h"
 
 namespace crest::controller {
 
 class ControllerService final : public crest::v1::Controller::CallbackService {
  public:
-  ControllerService(AgentRegistry* registry, CampaignManager* manager, Store* store)
-      : registry_(registry), manager_(manager), store_(store) {}
+  ControllerService(AgentRegistry* registry, CampaignManager* manager)
+      : registry_(registry), manager_(manager) {}
 
   grpc::ServerUnaryReactor* RegisterAgent(grpc::CallbackServerContext* ctx,
                                           const crest::v1::RegisterAgentRequest* request,
@@ -46,7 +45,6 @@ class ControllerService final : public crest::v1::Controller::CallbackService {
  private:
   AgentRegistry* registry_;
   CampaignManager* manager_;
-  Store* store_;
 };
 
 }  // namespace crest::controller

@@ -110,6 +110,11 @@ bool IsFinal(crest::v1::TrialStatus status) {
   }
 }
 
+bool IsFinal(crest::v1::CampaignState state) {
+  return state == crest::v1::CAMPAIGN_SUCCEEDED || state == crest::v1::CAMPAIGN_FAILED ||
+         state == crest::v1::CAMPAIGN_CANCELLED;
+}
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir) {
   return OpenAtVersionForTest(dir, kSchemaVersion);
 }

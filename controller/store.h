@@ -58,8 +58,21 @@ struct Snapshot {
 };
 
 bool IsFinal(crest::v1::TrialStatus status);
+bool IsFinal(crest::v1::CampaignState state);
 
-class Store {
+// What the campaign manager and the agent registry read and write: the
+// SQLite Store below in production; tests wrap it to make a write fail.
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+  // All of `batch` or nothing.
+  virtual absl::Status Apply(const Batch& batch) = 0;
+  virtual absl::StatusOr<Snapshot> Load() = 0;
+  // Next number for campaign ids (1 + campaigns ever created).
+  virtual absl::StatusOr<int64_t> NextCampaignNumber() = 0;
+};
+
+class Store final : public StateStore {
  public:
   // The schema version this build writes; older files are migrated on Open.
   static constexpr int kSchemaVersion = 2;
@@ -70,17 +83,16 @@ class Store {
   // Same, stopping at `version` (tests of migrations).
   static absl::StatusOr<std::unique_ptr<Store>> OpenAtVersionForTest(const std::string& dir,
                                                                      int version);
-  ~Store();
+  ~Store() override;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
   // All of `batch` or nothing. FAILED_PRECONDITION when it would change a
   // trial that is final already.
-  absl::Status Apply(const Batch& batch);
-  absl::StatusOr<Snapshot> Load();
+  absl::Status Apply(const Batch& batch) override;
+  absl::StatusOr<Snapshot> Load() override;
   absl::StatusOr<int> SchemaVersion();
-  // Next number for campaign ids (1 + campaigns ever created).
-  absl::StatusOr<int64_t> NextCampaignNumber();
+  absl::StatusOr<int64_t> NextCampaignNumber() override;
 
   const std::string& path() const { return path_; }
 

@@ -2,6 +2,7 @@
 // crash after ready, out of memory, start-up timeout, config error, stop with
 // no orphan, one daemon at a time, config.json restored byte-for-byte.
 #include <csignal>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,7 @@
 #include "gtest/gtest.h"
 
 #include "agent/agent_config.h"
+#include "agent/config_json_editor.h"
 #include "agent/daemon_supervisor.h"
 #include "agent/pinning.h"
 #include "common/file_util.h"
@@ -66,7 +68,10 @@ class LifecycleTest : public ::testing::Test {
 TEST_F(LifecycleTest, ReadyWithNpuBlockNumThenStopLeavesNothing) {
   auto s = Make({"--time-scale", "50"});
   StartParams params;
-  params.edits = {{{"BackendConfig", "ScheduleConfig", "maxBatchSize"}, "321"}};
+  auto config_json = ConfigJsonFile(config_json_, dir_.path() + "/state").Load();
+  CREST_ASSERT_OK(config_json);
+  CREST_ASSERT_OK(config_json->SetSchedule({"maxBatchSize", int64_t{321}}));
+  params.config_json = *config_json;
   params.cpus = {1};
   std::vector<crest::v1::DaemonEvent> events = Start(*s, params);
   ASSERT_GE(events.size(), 2u);
@@ -77,6 +82,13 @@ TEST_F(LifecycleTest, ReadyWithNpuBlockNumThenStopLeavesNothing) {
   // 17 * 1024 / 8 = 2176 blocks, the first dimension the log line prints.
   EXPECT_EQ(ready.npu_block_num(), 2176);
   EXPECT_EQ(ready.pinned_cpu_list(), "1");
+  // The effective values are the typed ones the start set and kept.
+  std::map<std::string, int64_t> effective;
+  for (const crest::v1::ConfigOverride& o : ready.effective()) {
+    if (o.value_case() == crest::v1::ConfigOverride::kIntValue) effective[o.key()] = o.int_value();
+  }
+  EXPECT_EQ(effective["maxBatchSize"], 321);
+  EXPECT_EQ(effective.count("maxPrefillBatchSize"), 1u);
   pid_t pid = ready.pid();
   CREST_EXPECT_OK(VerifyAffinity(pid, {1}));
   // The override is in config.json while it runs, everything else kept.

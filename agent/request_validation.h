@@ -18,10 +18,10 @@
 
 namespace crest::agent {
 
-// Validates overrides against `config.limits` and the current config.json
-// (cross-checks such as maxPrefillBatchSize <= maxBatchSize) and returns the
-// edits that write them into BackendConfig.ScheduleConfig.
-absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
+// Validates overrides against `config.limits` and the values in force in
+// config.json (cross-checks such as maxPrefillBatchSize <= maxBatchSize) and
+// returns them typed, in request order, for BackendConfig.ScheduleConfig.
+absl::StatusOr<std::vector<ScheduleValue>> ValidateOverrides(
     const google::protobuf::RepeatedPtrField<crest::v1::ConfigOverride>& overrides,
     const AgentConfig& config, const MindieConfigView& current);
 
@@ -40,5 +40,12 @@ absl::Status ValidateBenchmarkSpec(const crest::v1::BenchmarkSpec& spec);
 
 // A dataset name: letters, digits, '_', '-', '.'; no '/' and no "..".
 bool IsSafeName(const std::string& name);
+
+// What the agent accepts, as it publishes it in NodeInfo and at registration
+// (so the controller refuses a campaign no agent could run): its ScheduleConfig
+// keys with the ranges its config allows, and the BenchmarkSpec fields that
+// ValidateBenchmarkSpec bounds, keyed by field name.
+std::vector<crest::v1::ParameterLimit> PublishedParameterLimits(const AgentConfig& config);
+std::vector<crest::v1::ParameterLimit> PublishedBenchmarkLimits();
 
 }  // namespace crest::agent

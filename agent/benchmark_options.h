@@ -1,5 +1,6 @@
 // Turns a BenchmarkSpec from the wire into crest-bench's RunOptions for the
-// local daemon: target URLs from config.json's ServerConfig (http or https),
+// local daemon: target URLs from the ServerConfig of the config.json the
+// daemon was started with (the supervisor's view of it; http or https),
 // the dataset by type and name from the agent's own data directory (never a
 // path from the wire), the model name from config.json when unset, and the
 // load generator's CPUs off the daemon's.

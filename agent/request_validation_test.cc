@@ -1,4 +1,4 @@
-#include "agent/validation.h"
+#include "agent/request_validation.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -21,7 +21,7 @@ AgentConfig Config(const std::string& yaml = "limits: {maxBatchSize: {min: 10, m
 MindieConfigView View() {
   MindieConfigView v;
   v.max_input_token_len = 2048;
-  v.schedule = {{"maxBatchSize", "200"}, {"maxPrefillBatchSize", "50"}};
+  v.schedule = {{"maxBatchSize", int64_t{200}}, {"maxPrefillBatchSize", int64_t{50}}};
   return v;
 }
 
@@ -46,9 +46,9 @@ TEST(ValidateOverridesTest, AcceptsAndBuildsEdits) {
   auto edits = ValidateOverrides(Overrides({Int("maxBatchSize", 400), sel}), Config(), View());
   CREST_ASSERT_OK(edits);
   ASSERT_EQ(edits->size(), 2u);
-  EXPECT_EQ((*edits)[0].path.back(), "maxBatchSize");
-  EXPECT_EQ((*edits)[0].literal, "400");
-  EXPECT_EQ((*edits)[1].literal, "true");
+  EXPECT_EQ((*edits)[0].key, "maxBatchSize");
+  EXPECT_EQ(ToJsonLiteral((*edits)[0].value), "400");
+  EXPECT_EQ(ToJsonLiteral((*edits)[1].value), "true");
 }
 
 TEST(ValidateOverridesTest, EveryErrorNamesTheField) {
@@ -143,43 +143,43 @@ TEST(ValidateBenchmarkSpecTest, RangesAndNames) {
   bad([](auto& s) { s.set_model_name(std::string("a\nb")); }, "spec.model_name");
 }
 
-TEST(AgentConfigTest, DefaultsToTheSimulatorBesideTheBinary) {
-  AgentConfig c = Config("");
-  EXPECT_TRUE(c.use_builtin_sim);
-  EXPECT_EQ(c.backend, "mindie-sim");
-  EXPECT_EQ(c.binary, "/bin/mindie-sim");
-  EXPECT_EQ(c.config_json, "/state/sim/conf/config.json");
-  EXPECT_EQ(c.limits.size(), 6u);
+// What the agent publishes is exactly what it enforces: the controller's
+// check at submission (controller/spec_limits.h) relies on it.
+TEST(PublishedLimitsTest, EveryPublishedBenchmarkLimitIsTheOneEnforced) {
+  crest::v1::BenchmarkSpec spec;
+  spec.set_concurrency(10);
+  spec.set_max_output_len(20);
+  std::vector<crest::v1::ParameterLimit> limits = PublishedBenchmarkLimits();
+  ASSERT_EQ(limits.size(), 4u);
+  const auto* reflection = spec.GetReflection();
+  for (const auto& limit : limits) {
+    const auto* field = spec.GetDescriptor()->FindFieldByName(limit.key());
+    ASSERT_NE(field, nullptr) << limit.key() << " is not a BenchmarkSpec field";
+    crest::v1::BenchmarkSpec at_max = spec;
+    reflection->SetUInt32(&at_max, field, static_cast<uint32_t>(limit.max()));
+    CREST_EXPECT_OK(ValidateBenchmarkSpec(at_max)) << limit.key();
+    crest::v1::BenchmarkSpec above = spec;
+    reflection->SetUInt32(&above, field, static_cast<uint32_t>(limit.max()) + 1);
+    EXPECT_THAT(ValidateBenchmarkSpec(above),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("spec." + limit.key())));
+    // request_count 0 means "the whole dataset once", not a count below 1.
+    if (limit.min() > 0 && limit.key() != "request_count") {
+      crest::v1::BenchmarkSpec below = spec;
+      reflection->SetUInt32(&below, field, static_cast<uint32_t>(limit.min()) - 1);
+      EXPECT_THAT(ValidateBenchmarkSpec(below), StatusIs(absl::StatusCode::kInvalidArgument))
+          << limit.key();
+    }
+  }
 }
 
-TEST(AgentConfigTest, DaemonSectionResolvesPaths) {
-  AgentConfig c = Config(
-      "daemon:\n  binary: bin/mindieservice_daemon\n  install_dir: /opt/mindie\n"
-      "  env: {A: b}\n  start_timeout_s: 30\n  args: [--x]\n");
-  EXPECT_FALSE(c.use_builtin_sim);
-  EXPECT_EQ(c.backend, "mindie");
-  EXPECT_EQ(c.binary, "/opt/mindie/bin/mindieservice_daemon");
-  EXPECT_EQ(c.config_json, "/opt/mindie/conf/config.json");
-  EXPECT_EQ(c.env.at("A"), "b");
-  EXPECT_EQ(c.start_timeout, absl::Seconds(30));
-  EXPECT_EQ(c.log_file, "/state/daemon.log");
-}
-
-TEST(AgentConfigTest, ErrorsNameTheKey) {
-  auto check = [](const std::string& yaml, const char* what) {
-    EXPECT_THAT(ParseAgentConfig(yaml, "/state", "/bin"),
-                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(what)))
-        << yaml;
-  };
-  check("daemon: {binray: x}", "daemon.binray: unknown key");
-  check("daemon: {install_dir: /x}", "daemon.binary");
-  check("daemon: {binary: x, install_dir: rel}", "must be absolute");
-  check("daemon: {binary: /x, start_timeout_s: 0}", "start_timeout_s");
-  check("limits: {maxBatchSize: {min: 0, max: 10}}", "limits.maxBatchSize");
-  check("limits: {npuMemSize: {max: 1}}", "limits.npuMemSize: unknown key");
-  check("limits: {supportSelectBatch: {max: 1}}", "boolean");
-  check("sim: {port: 70000}", "ports");
-  check("[unclosed", "agent config");
+TEST(PublishedLimitsTest, ParameterLimitsFollowTheAgentsConfig) {
+  auto config = ParseAgentConfig("limits: {maxBatchSize: {min: 1, max: 2048}}\n", "/tmp", "/tmp");
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::vector<crest::v1::ParameterLimit> limits = PublishedParameterLimits(*config);
+  ASSERT_EQ(limits.size(), DefaultParamLimits().size());
+  EXPECT_EQ(limits[0].key(), "maxBatchSize");
+  EXPECT_EQ(limits[0].max(), 2048);
+  EXPECT_TRUE(limits[0].is_integer());
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
-#include "agent/benchmark_glue.h"
+#include "agent/benchmark_options.h"
 
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 
-#include "agent/validation.h"
+#include "agent/request_validation.h"
 #include "common/status.h"
+#include "loadgen/dataset.h"
 
 namespace crest::agent {
 

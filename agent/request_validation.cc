@@ -1,13 +1,15 @@
-#include "agent/validation.h"
+#include "agent/request_validation.h"
 
 #include <cmath>
 #include <map>
 #include <set>
+#include <variant>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
+
+#include "common/mindie_limits.h"
 
 namespace crest::agent {
 namespace {
@@ -33,11 +35,9 @@ absl::Status CheckDuration(const google::protobuf::Duration& d, absl::string_vie
 }
 
 int64_t CurrentInt(const MindieConfigView& current, const std::string& key) {
-  for (const auto& [k, v] : current.schedule) {
-    int64_t value = 0;
-    if (k == key && absl::SimpleAtoi(v, &value)) return value;
-  }
-  return -1;
+  const ConfigValue* value = current.FindSchedule(key);
+  const auto* i = value == nullptr ? nullptr : std::get_if<int64_t>(value);
+  return i == nullptr ? -1 : *i;
 }
 
 }  // namespace
@@ -52,10 +52,10 @@ bool IsSafeName(const std::string& name) {
   return true;
 }
 
-absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
+absl::StatusOr<std::vector<ScheduleValue>> ValidateOverrides(
     const google::protobuf::RepeatedPtrField<crest::v1::ConfigOverride>& overrides,
     const AgentConfig& config, const MindieConfigView& current) {
-  std::vector<JsonEdit> edits;
+  std::vector<ScheduleValue> values;
   std::map<std::string, int64_t> ints;
   std::set<std::string> seen;
   for (int i = 0; i < overrides.size(); ++i) {
@@ -68,12 +68,11 @@ absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
     }
     field = absl::StrCat(field, " (", o.key(), ")");
     if (!seen.insert(o.key()).second) return Invalid(field, "given more than once");
-    std::string literal;
     if (limit->is_bool) {
       if (o.value_case() != crest::v1::ConfigOverride::kBoolValue) {
         return Invalid(field, "expected a boolean (bool_value)");
       }
-      literal = o.bool_value() ? "true" : "false";
+      values.push_back({o.key(), o.bool_value()});
     } else {
       int64_t v = 0;
       if (o.value_case() == crest::v1::ConfigOverride::kIntValue) {
@@ -93,9 +92,8 @@ absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
                                            "], got ", v));
       }
       ints[o.key()] = v;
-      literal = absl::StrCat(v);
+      values.push_back({o.key(), v});
     }
-    edits.push_back({{"BackendConfig", "ScheduleConfig", o.key()}, literal});
   }
   // Cross-checks with the values that will be in force.
   auto effective = [&](const std::string& key) {
@@ -116,7 +114,7 @@ absl::StatusOr<std::vector<JsonEdit>> ValidateOverrides(
                    absl::StrCat("expected at least maxInputTokenLen (", current.max_input_token_len,
                                 "), got ", it->second));
   }
-  return edits;
+  return values;
 }
 
 absl::Status ValidateHostTuning(const crest::v1::ApplyHostTuningRequest& request,
@@ -182,34 +180,42 @@ absl::Status ValidateBenchmarkSpec(const crest::v1::BenchmarkSpec& spec) {
                                 "\" is not a dataset name (letters, digits, _ - .; no paths)"));
   }
   if (ds.type() == crest::v1::DATASET_TYPE_SYNTHETIC) {
-    if (ds.synthetic_input_tokens() < 1 || ds.synthetic_input_tokens() > 131072) {
-      return Invalid("spec.dataset.synthetic_input_tokens", "expected [1, 131072] for SYNTHETIC");
+    if (!bench::kSyntheticInputTokens.Contains(ds.synthetic_input_tokens())) {
+      return Invalid(
+          "spec.dataset.synthetic_input_tokens",
+          absl::StrCat("expected ", bench::kSyntheticInputTokens.ToString(), " for SYNTHETIC"));
     }
   } else if (ds.synthetic_input_tokens() != 0) {
     return Invalid("spec.dataset.synthetic_input_tokens", "only allowed with SYNTHETIC");
   }
-  if (spec.model_name().size() > 256) return Invalid("spec.model_name", "longer than 256 bytes");
+  if (spec.model_name().size() > bench::kMaxModelNameBytes) {
+    return Invalid("spec.model_name",
+                   absl::StrCat("longer than ", bench::kMaxModelNameBytes, " bytes"));
+  }
   for (char c : spec.model_name()) {
     if (static_cast<unsigned char>(c) < 0x20) {
       return Invalid("spec.model_name", "contains control characters");
     }
   }
-  if (spec.concurrency() < 1 || spec.concurrency() > 100000) {
-    return Invalid("spec.concurrency",
-                   absl::StrCat("expected [1, 100000], got ", spec.concurrency()));
+  if (!bench::kConcurrency.Contains(spec.concurrency())) {
+    return Invalid("spec.concurrency", absl::StrCat("expected ", bench::kConcurrency.ToString(),
+                                                    ", got ", spec.concurrency()));
   }
-  if (!std::isfinite(spec.request_rate()) || spec.request_rate() < 0 || spec.request_rate() > 1e6) {
+  if (!std::isfinite(spec.request_rate()) || spec.request_rate() < 0 ||
+      spec.request_rate() > bench::kMaxRequestRate) {
     return Invalid("spec.request_rate", "expected [0, 1e6] requests/s (0: concurrency mode)");
   }
-  if (spec.request_count() > 10'000'000) {
-    return Invalid("spec.request_count", "expected at most 10000000");
+  if (spec.request_count() > bench::kRequestCount.max) {
+    return Invalid("spec.request_count",
+                   absl::StrCat("expected at most ", bench::kRequestCount.max));
   }
-  if (spec.max_output_len() < 1 || spec.max_output_len() > 1'048'576) {
-    return Invalid("spec.max_output_len",
-                   absl::StrCat("expected [1, 1048576] tokens, got ", spec.max_output_len()));
+  if (!bench::kMaxOutputLen.Contains(spec.max_output_len())) {
+    return Invalid("spec.max_output_len", absl::StrCat("expected ", bench::kMaxOutputLen.ToString(),
+                                                       " tokens, got ", spec.max_output_len()));
   }
-  if (spec.warmup_requests() > 100'000) {
-    return Invalid("spec.warmup_requests", "expected at most 100000");
+  if (spec.warmup_requests() > bench::kWarmupRequests.max) {
+    return Invalid("spec.warmup_requests",
+                   absl::StrCat("expected at most ", bench::kWarmupRequests.max));
   }
   if (spec.has_max_duration()) {
     absl::Status s =
@@ -227,6 +233,34 @@ absl::Status ValidateBenchmarkSpec(const crest::v1::BenchmarkSpec& spec) {
                    "SYNTHETIC has no end: give request_count or max_duration");
   }
   return absl::OkStatus();
+}
+
+std::vector<crest::v1::ParameterLimit> PublishedParameterLimits(const AgentConfig& config) {
+  std::vector<crest::v1::ParameterLimit> out;
+  for (const ParamLimit& p : config.limits) {
+    crest::v1::ParameterLimit& l = out.emplace_back();
+    l.set_key(p.key);
+    l.set_min(static_cast<double>(p.min));
+    l.set_max(static_cast<double>(p.max));
+    l.set_is_bool(p.is_bool);
+    l.set_is_integer(!p.is_bool);
+  }
+  return out;
+}
+
+std::vector<crest::v1::ParameterLimit> PublishedBenchmarkLimits() {
+  std::vector<crest::v1::ParameterLimit> out;
+  for (const auto& [key, range] : {std::pair{bench::kConcurrencyKey, bench::kConcurrency},
+                                   std::pair{bench::kRequestCountKey, bench::kRequestCount},
+                                   std::pair{bench::kWarmupRequestsKey, bench::kWarmupRequests},
+                                   std::pair{bench::kMaxOutputLenKey, bench::kMaxOutputLen}}) {
+    crest::v1::ParameterLimit& l = out.emplace_back();
+    l.set_key(key);
+    l.set_min(static_cast<double>(range.min));
+    l.set_max(static_cast<double>(range.max));
+    l.set_is_integer(true);
+  }
+  return out;
 }
 
 }  // namespace crest::agent

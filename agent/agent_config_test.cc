@@ -1,0 +1,60 @@
+#include "agent/agent_config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "common/testing/status_matchers.h"
+
+namespace crest::agent {
+namespace {
+
+using ::crest::testing::StatusIs;
+using ::testing::HasSubstr;
+
+AgentConfig ConfigFrom(const std::string& yaml) {
+  auto c = ParseAgentConfig(yaml, "/state", "/bin");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(AgentConfigTest, DefaultsToTheSimulatorBesideTheBinary) {
+  AgentConfig c = ConfigFrom("");
+  EXPECT_TRUE(c.use_builtin_sim);
+  EXPECT_EQ(c.backend, "mindie-sim");
+  EXPECT_EQ(c.binary, "/bin/mindie-sim");
+  EXPECT_EQ(c.config_json, "/state/sim/conf/config.json");
+  EXPECT_EQ(c.limits.size(), 6u);
+}
+
+TEST(AgentConfigTest, DaemonSectionResolvesPaths) {
+  AgentConfig c = ConfigFrom(
+      "daemon:\n  binary: bin/mindieservice_daemon\n  install_dir: /opt/mindie\n"
+      "  env: {A: b}\n  start_timeout_s: 30\n  args: [--x]\n");
+  EXPECT_FALSE(c.use_builtin_sim);
+  EXPECT_EQ(c.backend, "mindie");
+  EXPECT_EQ(c.binary, "/opt/mindie/bin/mindieservice_daemon");
+  EXPECT_EQ(c.config_json, "/opt/mindie/conf/config.json");
+  EXPECT_EQ(c.env.at("A"), "b");
+  EXPECT_EQ(c.start_timeout, absl::Seconds(30));
+  EXPECT_EQ(c.log_file, "/state/daemon.log");
+}
+
+TEST(AgentConfigTest, ErrorsNameTheKey) {
+  auto check = [](const std::string& yaml, const char* what) {
+    EXPECT_THAT(ParseAgentConfig(yaml, "/state", "/bin"),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(what)))
+        << yaml;
+  };
+  check("daemon: {binray: x}", "daemon.binray: unknown key");
+  check("daemon: {install_dir: /x}", "daemon.binary");
+  check("daemon: {binary: x, install_dir: rel}", "must be absolute");
+  check("daemon: {binary: /x, start_timeout_s: 0}", "start_timeout_s");
+  check("limits: {maxBatchSize: {min: 0, max: 10}}", "limits.maxBatchSize");
+  check("limits: {npuMemSize: {max: 1}}", "limits.npuMemSize: unknown key");
+  check("limits: {supportSelectBatch: {max: 1}}", "boolean");
+  check("sim: {port: 70000}", "ports");
+  check("[unclosed", "agent config");
+}
+
+}  // namespace
+}  // namespace crest::agent

@@ -1,0 +1,51 @@
+#include "controller/campaign_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "controller/trial_outcomes.h"
+
+namespace crest::controller {
+
+crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
+  crest::v1::CampaignReport report;
+  report.set_id(stored.campaign.id());
+  report.set_name(stored.campaign.spec().name());
+  report.set_state(stored.campaign.state());
+  for (const auto& m : stored.campaign.spec().models()) {
+    auto* mr = report.add_models();
+    mr->set_model(m.name());
+    if (auto best = BestOf(stored.trials, m.name())) *mr->mutable_best() = *best;
+    for (const auto& t : stored.trials) {
+      if (t.model() == m.name()) *mr->add_trials() = t;
+    }
+  }
+  return report;
+}
+
+void SetCampaignEnd(const StoredCampaign& stored, const std::vector<std::string>& unrestored,
+                    crest::v1::Campaign* c) {
+  std::vector<std::string> unsolved;
+  for (const auto& m : c->spec().models()) {
+    if (!BestOf(stored.trials, m.name())) {
+      auto ms = stored.models.find(m.name());
+      unsolved.push_back(absl::StrCat(
+          m.name(), " (", ms == stored.models.end() ? "" : ms->second.done_reason, ")"));
+    }
+  }
+  if (c->cancel_requested()) {
+    c->set_state(crest::v1::CAMPAIGN_CANCELLED);
+  } else if (unsolved.empty()) {
+    c->set_state(crest::v1::CAMPAIGN_SUCCEEDED);
+  } else {
+    c->set_state(crest::v1::CAMPAIGN_FAILED);
+    c->set_reason(absl::StrCat("no ok trial for ", absl::StrJoin(unsolved, ", ")));
+  }
+  if (!unrestored.empty()) {
+    c->set_reason(absl::StrCat(c->reason(), c->reason().empty() ? "" : "; ",
+                               "host settings not restored on ", absl::StrJoin(unrestored, ", "),
+                               " (retried at the next controller start)"));
+  }
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,59 @@
+#include "controller/host_restore.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace crest::controller {
+
+std::vector<std::string> NodesToRestore(const StoredCampaign& campaign,
+                                        const std::vector<const StoredCampaign*>& running) {
+  std::vector<std::string> nodes;
+  for (const auto& n : campaign.tuned) {
+    if (campaign.restored.count(n) != 0) continue;
+    bool shared = false;
+    for (const StoredCampaign* other : running) shared |= other->tuned.count(n) != 0;
+    if (!shared) nodes.push_back(n);
+  }
+  return nodes;
+}
+
+void HostRestorer::Restore(const std::string& campaign_id, std::vector<std::string> nodes,
+                           std::function<void(const std::string& node)> restored,
+                           std::function<void(const std::vector<std::string>& failed)> done) {
+  auto restore = [this, campaign_id, nodes = std::move(nodes), restored = std::move(restored),
+                  done = std::move(done)] {
+    std::vector<std::string> failed;
+    for (const auto& node : nodes) {
+      auto agent = registry_->Get(node);
+      absl::Status s = absl::UnavailableError("address unknown");
+      if (agent && !agent->address().empty()) {
+        s = connector_->Connect(node, agent->address())->RestoreHostTuning(call_timeout_).status();
+      }
+      if (s.ok()) {
+        spdlog::info("campaign {}: host settings of {} restored", campaign_id, node);
+        restored(node);
+      } else {
+        spdlog::warn("campaign {}: could not restore host settings of {}: {}", campaign_id, node,
+                     s.ToString());
+        failed.push_back(node);
+      }
+    }
+    done(failed);
+  };
+  absl::MutexLock lock(&mu_);
+  threads_.emplace_back(std::move(restore));
+}
+
+void HostRestorer::Join() {
+  std::vector<std::thread> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    threads.swap(threads_);
+  }
+  for (auto& t : threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,98 @@
+#include "controller/job_table.h"
+
+#include <utility>
+
+namespace crest::controller {
+
+void JobTable::Start(const std::string& campaign, const std::string& node, const std::string& model,
+                     const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body) {
+  auto job = std::make_unique<Job>();
+  job->campaign = campaign;
+  job->node = node;
+  job->model = model;
+  job->trial_id = trial_id;
+  Job* raw = job.get();
+  jobs_[node] = std::move(job);
+  std::string address;
+  if (auto agent = registry_->Get(node)) address = agent->address();
+  raw->thread = std::thread([this, raw, address, body = std::move(body)] {
+    TrialRunner runner(connector_->Connect(raw->node, address), raw->node, registry_, call_timeout_,
+                       &raw->stop);
+    body(raw, &runner);
+  });
+}
+
+void JobTable::StartProbe(const std::string& campaign, const std::string& model,
+                          const std::string& node, crest::v1::CampaignSpec spec,
+                          std::function<void(Job*, ProbeResult)> done) {
+  Start(campaign, node, model, "",
+        [spec = std::move(spec), done = std::move(done)](Job* job, TrialRunner* runner) {
+          done(job, runner->Probe(spec));
+        });
+}
+
+void JobTable::StartTrial(crest::v1::CampaignSpec spec, crest::v1::Trial trial, bool tune_host,
+                          std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
+                          std::function<void(Job*, crest::v1::Trial)> done) {
+  const std::string campaign = trial.campaign_id();
+  const std::string node = trial.node();
+  const std::string model = trial.model();
+  const std::string id = trial.id();
+  Start(campaign, node, model, id,
+        [spec = std::move(spec), trial = std::move(trial), tune_host,
+         on_progress = std::move(on_progress),
+         done = std::move(done)](Job* job, TrialRunner* runner) {
+          done(job, runner->Run(spec, trial, tune_host, on_progress));
+        });
+}
+
+int JobTable::Count(const std::string& campaign, const std::string& model) const {
+  int n = 0;
+  for (const auto& [node, job] : jobs_) {
+    if (job->campaign == campaign && (model.empty() || job->model == model)) ++n;
+  }
+  return n;
+}
+
+std::vector<RunningJob> JobTable::Of(const std::string& campaign) const {
+  std::vector<RunningJob> out;
+  for (const auto& [node, job] : jobs_) {
+    if (job->campaign == campaign) out.push_back({node, job->model, job->trial_id});
+  }
+  return out;
+}
+
+void JobTable::Stop(const std::string& campaign, StopReason reason) {
+  for (auto& [node, job] : jobs_) {
+    if (campaign.empty() || job->campaign == campaign) job->stop.Stop(reason);
+  }
+}
+
+void JobTable::StopLost(const std::function<bool(const std::string& node)>& ready) {
+  for (auto& [node, job] : jobs_) {
+    if (!job->finished && job->stop.reason() == StopReason::kNone && !ready(node)) {
+      job->stop.Stop(StopReason::kNodeLost);
+    }
+  }
+}
+
+std::vector<std::unique_ptr<JobTable::Job>> JobTable::Take(bool all) {
+  std::vector<std::unique_ptr<Job>> out;
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (all || it->second->finished) {
+      out.push_back(std::move(it->second));
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+void JobTable::Join(std::vector<std::unique_ptr<Job>> jobs) {
+  for (auto& job : jobs) {
+    if (job->thread.joinable()) job->thread.join();
+  }
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,80 @@
+// The jobs running on nodes, a trial or an npuBlockNum probe each, at most
+// one per node across all campaigns, each on its own thread with a stop
+// signal and a TrialRunner over the node's agent. Not thread-safe: the
+// campaign manager guards it with its lock, and joins the threads it takes
+// out of it outside that lock. The threads report back through callbacks,
+// which take that lock themselves.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/time.h"
+
+#include "controller/agent_client.h"
+#include "controller/agent_registry.h"
+#include "controller/campaign_view.h"
+#include "controller/trial_runner.h"
+#include "crest/v1/controller.pb.h"
+
+namespace crest::controller {
+
+class JobTable {
+ public:
+  struct Job {
+    std::string campaign;
+    std::string node;
+    std::string model;
+    std::string trial_id;  // empty for a probe
+    JobStop stop;
+    bool finished = false;  // its outcome is recorded; the thread is ending
+    std::thread thread;
+  };
+
+  JobTable(AgentRegistry* registry, AgentConnector* connector, absl::Duration call_timeout)
+      : registry_(registry), connector_(connector), call_timeout_(call_timeout) {}
+  JobTable(const JobTable&) = delete;
+  JobTable& operator=(const JobTable&) = delete;
+
+  // Probes npuBlockNum on `node` (which must be free), then `done(job, result)`.
+  void StartProbe(const std::string& campaign, const std::string& model, const std::string& node,
+                  crest::v1::CampaignSpec spec, std::function<void(Job*, ProbeResult)> done);
+  // Runs `trial` on its node (which must be free), reporting benchmark
+  // progress, then `done(job, trial as it ended)`.
+  void StartTrial(crest::v1::CampaignSpec spec, crest::v1::Trial trial, bool tune_host,
+                  std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
+                  std::function<void(Job*, crest::v1::Trial)> done);
+
+  bool Busy(const std::string& node) const { return jobs_.count(node) != 0; }
+  // The jobs of `campaign` (only those of `model`, when not empty).
+  int Count(const std::string& campaign, const std::string& model = "") const;
+  // The jobs of `campaign`, in node order.
+  std::vector<RunningJob> Of(const std::string& campaign) const;
+
+  // Stops the jobs of `campaign` (every job, when empty) for `reason`.
+  void Stop(const std::string& campaign, StopReason reason);
+  // Stops, as lost, the running jobs on nodes that are not `ready`, unless
+  // they were stopped already.
+  void StopLost(const std::function<bool(const std::string& node)>& ready);
+
+  // Takes out the finished jobs (every job, with `all`) to join their threads.
+  std::vector<std::unique_ptr<Job>> Take(bool all);
+  // Waits for the threads of jobs taken out (outside the lock they report under).
+  static void Join(std::vector<std::unique_ptr<Job>> jobs);
+
+ private:
+  // Runs `body(job, runner)` on a new thread as the job on `node`.
+  void Start(const std::string& campaign, const std::string& node, const std::string& model,
+             const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body);
+
+  AgentRegistry* registry_;
+  AgentConnector* connector_;
+  absl::Duration call_timeout_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_;  // by node
+};
+
+}  // namespace crest::controller

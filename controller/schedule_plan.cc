@@ -1,0 +1,155 @@
+#include "controller/schedule_plan.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "controller/kv_blocks.h"
+#include "controller/spec_limits.h"
+#include "controller/trial_outcomes.h"
+
+namespace crest::controller {
+
+crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& campaign,
+                              const std::string& model, const std::string& node, int64_t number,
+                              const google::protobuf::Timestamp& now) {
+  crest::v1::Trial t;
+  t.set_id(absl::StrCat(campaign, "-t", number));
+  t.set_campaign_id(campaign);
+  t.set_model(model);
+  t.set_node(node);
+  *t.mutable_parameters() = planned.parameters;
+  t.set_status(crest::v1::TRIAL_RUNNING);
+  t.set_attempt(planned.attempt);
+  t.set_repeat(planned.repeat);
+  t.set_calibration(planned.calibration);
+  *t.mutable_started() = now;
+  return t;
+}
+
+ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
+                    const ModelState& state, const std::vector<crest::v1::Trial>& trials,
+                    const SearchStrategy& strategy, int running, size_t free_nodes,
+                    int probe_failures) {
+  ModelPlan plan;
+  if (state.done) {
+    plan.finished = running == 0;
+    return plan;
+  }
+  const auto max_retries = static_cast<int>(spec.limits().max_retries());
+  if (NeedsBlockNum(spec.search()) && state.npu_block_num == 0) {
+    if (probe_failures > max_retries) {
+      plan.done_reason = "could not read npuBlockNum: every probe start failed";
+      plan.finished = running == 0;
+      return plan;
+    }
+    plan.probe = running == 0 && free_nodes > 0;
+    return plan;
+  }
+  const SearchSpace space = SearchSpaceFor(spec, state.npu_block_num);
+  const uint32_t parallel = std::max<uint32_t>(1, model.parallel());
+  const int max_attempts = 1 + max_retries;
+  auto launch = [&](int64_t point, uint32_t repeat, bool calibration, int attempt) {
+    const int busy = running + static_cast<int>(plan.trials.size());
+    if (busy >= static_cast<int>(parallel) || plan.trials.size() >= free_nodes) return;
+    PlannedTrial t;
+    t.parameters = ParametersFor(spec, model.name(), trials, point, calibration);
+    t.repeat = repeat;
+    t.calibration = calibration;
+    t.attempt = static_cast<uint32_t>(attempt);
+    plan.trials.push_back(std::move(t));
+  };
+  if (spec.calibrate()) {
+    auto slots = Slots(trials, model.name(), /*calibration=*/true, max_attempts);
+    Slot slot;
+    if (!slots.empty()) slot = slots.begin()->second;
+    if (!slot.ok) {
+      if (slot.infeasible || slot.failed) {
+        plan.done_reason =
+            absl::StrCat("calibration at maxBatchSize ", space.initial, " failed: ", slot.reason);
+        plan.finished = running == 0;
+        return plan;
+      }
+      if (!slot.running) launch(space.initial, 0, true, slot.attempts + 1);
+      return plan;
+    }
+  }
+  auto slots = Slots(trials, model.name(), /*calibration=*/false, max_attempts);
+  SearchDecision decision =
+      strategy.Decide(space, FinishedPoints(slots, spec.search().repeats()), parallel);
+  if (decision.done) {
+    if (running == 0) plan.done_reason = decision.reason;
+    plan.finished = running == 0;
+    return plan;
+  }
+  for (int64_t point : decision.wanted) {
+    for (uint32_t r = 0; r < spec.search().repeats(); ++r) {
+      auto it = slots.find({point, r});
+      Slot slot = it == slots.end() ? Slot{} : it->second;
+      if (slot.ok || slot.running || slot.infeasible || slot.failed) continue;
+      launch(point, r, false, slot.attempts + 1);
+    }
+  }
+  return plan;
+}
+
+std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
+                                           const std::vector<crest::v1::AgentInfo>& agents,
+                                           const std::function<bool(const std::string&)>& busy) {
+  std::vector<std::string> out;
+  auto usable = [&](const crest::v1::AgentInfo& a) {
+    return a.state() == crest::v1::AGENT_READY && !busy(a.node_name()) && Matches(model, a);
+  };
+  if (!model.nodes().empty()) {
+    for (const auto& name : model.nodes()) {
+      for (const auto& a : agents) {
+        if (a.node_name() == name && usable(a)) out.push_back(name);
+      }
+    }
+    return out;
+  }
+  for (const auto& a : agents) {
+    if (usable(a)) out.push_back(a.node_name());
+  }
+  return out;
+}
+
+absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,
+                              const std::vector<crest::v1::AgentInfo>& agents) {
+  std::vector<SpecProblem> problems;
+  for (int i = 0; i < spec.models_size(); ++i) {
+    std::vector<crest::v1::AgentInfo> eligible;
+    for (const auto& a : agents) {
+      if (Matches(spec.models(i), a)) eligible.push_back(a);
+    }
+    for (auto& p : CheckAgainstAgentLimits(spec, i, eligible)) problems.push_back(std::move(p));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(FormatProblems(problems));
+}
+
+std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
+                                     const std::vector<PlannedTrial>& trials,
+                                     const std::vector<std::string>& free_nodes,
+                                     const std::vector<crest::v1::AgentInfo>& agents) {
+  std::vector<std::string> out;
+  std::vector<bool> taken(free_nodes.size(), false);
+  for (const PlannedTrial& t : trials) {
+    std::string chosen;
+    for (size_t i = 0; i < free_nodes.size() && chosen.empty(); ++i) {
+      if (taken[i]) continue;
+      for (const auto& a : agents) {
+        if (a.node_name() == free_nodes[i] &&
+            RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
+          taken[i] = true;
+          chosen = free_nodes[i];
+        }
+      }
+    }
+    out.push_back(chosen);
+  }
+  return out;
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,75 @@
+// The scheduling policy for one model of a campaign, as a pure function of
+// what is recorded and what runs: probe for npuBlockNum, end the search, or
+// start which (point, repeat) attempts. The campaign manager carries the plan
+// out on free nodes and records it; a restarted controller plans the same.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+#include "controller/search.h"
+#include "controller/store.h"
+#include "crest/v1/controller.pb.h"
+
+namespace crest::controller {
+
+// One trial to start.
+struct PlannedTrial {
+  crest::v1::TrialParameters parameters;
+  uint32_t repeat = 0;
+  bool calibration = false;
+  uint32_t attempt = 1;
+};
+
+struct ModelPlan {
+  // The model's search is over, for this reason (to be recorded).
+  std::optional<std::string> done_reason;
+  // Start the npuBlockNum probe on the first free node.
+  bool probe = false;
+  // Trials to start, in order, one per free node.
+  std::vector<PlannedTrial> trials;
+  // Nothing of the model runs and nothing will be started: it is finished.
+  bool finished = false;
+};
+
+// The record of `planned` as it starts: trial `number` of `campaign` (id
+// "c1-t<number>"), running on `node` since `now`.
+crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& campaign,
+                              const std::string& model, const std::string& node, int64_t number,
+                              const google::protobuf::Timestamp& now);
+
+// `state`: the model's recorded search state; `trials`: the campaign's;
+// `running`: the model's jobs running now; `free_nodes`: how many free,
+// ready, eligible nodes there are; `probe_failures`: failed probes so far.
+ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
+                    const ModelState& state, const std::vector<crest::v1::Trial>& trials,
+                    const SearchStrategy& strategy, int running, size_t free_nodes,
+                    int probe_failures);
+
+// The nodes that may run a job of `model` now: ready, not `busy`, eligible
+// (Matches), in the order the model lists them, else in the agents' order.
+std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
+                                           const std::vector<crest::v1::AgentInfo>& agents,
+                                           const std::function<bool(const std::string&)>& busy);
+
+// INVALID_ARGUMENT naming, per model, the values of `spec` that no agent
+// eligible for it accepts (spec_limits.h); every known agent counts, in any
+// state, since a lost one may come back. OK when each model can run.
+absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,
+                              const std::vector<crest::v1::AgentInfo>& agents);
+
+// The node for each of `trials`, in order: the first of `free_nodes` not
+// taken yet whose agent accepts the trial's point, or "" when none does (the
+// trial waits for a node that accepts it).
+std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
+                                     const std::vector<PlannedTrial>& trials,
+                                     const std::vector<std::string>& free_nodes,
+                                     const std::vector<crest::v1::AgentInfo>& agents);
+
+}  // namespace crest::controller

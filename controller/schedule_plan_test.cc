@@ -1,0 +1,111 @@
+#include "controller/schedule_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "controller/spec_parser.h"
+
+namespace crest::controller {
+namespace {
+
+using ::testing::ElementsAre;
+
+crest::v1::CampaignSpec PlanSpec(const std::string& yaml) {
+  ParsedSpec parsed = ParseAndValidateCampaignSpec(yaml);
+  EXPECT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
+  return parsed.spec;
+}
+
+crest::v1::Trial Measured(int64_t point, crest::v1::TrialStatus status, double speed) {
+  crest::v1::Trial t;
+  t.set_model("m");
+  t.mutable_parameters()->set_max_batch_size(point);
+  t.set_status(status);
+  t.mutable_result()->set_generate_speed(speed);
+  return t;
+}
+
+std::vector<std::string> Planned(const ModelPlan& plan) {
+  std::vector<std::string> out;
+  for (const auto& t : plan.trials) {
+    out.push_back(absl::StrCat(t.parameters.max_batch_size(), "/r", t.repeat, "/a", t.attempt));
+  }
+  return out;
+}
+
+TEST(PlanModel, ProbesFirstWhenTheRangeIsAuto) {
+  auto spec = PlanSpec("name: p\nmodels: [{name: m}]\nlimits: {max_retries: 1}\n");
+  StepSearch step;
+  ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 1, 0);
+  EXPECT_TRUE(plan.probe);
+  EXPECT_TRUE(plan.trials.empty());
+  EXPECT_FALSE(plan.finished);
+  EXPECT_FALSE(PlanModel(spec, spec.models(0), ModelState{}, {}, step, 1, 1, 0).probe);
+  EXPECT_FALSE(PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 0, 0).probe);
+  ModelPlan given_up = PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 1, 2);
+  EXPECT_FALSE(given_up.probe);
+  EXPECT_EQ(given_up.done_reason, "could not read npuBlockNum: every probe start failed");
+  EXPECT_TRUE(given_up.finished);
+}
+
+TEST(PlanModel, StartsWantedAttemptsUpToParallelAndFreeNodes) {
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m, parallel: 3}]
+search: {range: [100, 400], initial: 100, repeats: 2}
+)");
+  StepSearch step;
+  ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 5, 0);
+  EXPECT_THAT(Planned(plan), ElementsAre("100/r0/a1", "100/r1/a1", "200/r0/a1"));
+  EXPECT_EQ(plan.trials[0].parameters.max_prefill_batch_size(), 50);
+  EXPECT_EQ(plan.trials[0].parameters.concurrency(), 99u);
+  EXPECT_THAT(Planned(PlanModel(spec, spec.models(0), ModelState{}, {}, step, 2, 5, 0)),
+              ElementsAre("100/r0/a1"));
+  EXPECT_THAT(Planned(PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 2, 0)),
+              ElementsAre("100/r0/a1", "100/r1/a1"));
+  // An interrupted attempt is run again, as the next attempt.
+  std::vector<crest::v1::Trial> trials = {Measured(100, crest::v1::TRIAL_INTERRUPTED, 0)};
+  EXPECT_THAT(Planned(PlanModel(spec, spec.models(0), ModelState{}, trials, step, 0, 1, 0)),
+              ElementsAre("100/r0/a2"));
+}
+
+TEST(PlanModel, EndsTheSearchOnceNothingRuns) {
+  auto spec = PlanSpec(
+      "name: p\nmodels: [{name: m}]\nsearch: {range: [100, 300], initial: 100, step: 100}\n");
+  StepSearch step;
+  std::vector<crest::v1::Trial> trials = {Measured(100, crest::v1::TRIAL_OK, 10),
+                                          Measured(200, crest::v1::TRIAL_OK, 5)};
+  ModelPlan running = PlanModel(spec, spec.models(0), ModelState{}, trials, step, 1, 1, 0);
+  EXPECT_FALSE(running.done_reason.has_value());
+  EXPECT_FALSE(running.finished);
+  ModelPlan idle = PlanModel(spec, spec.models(0), ModelState{}, trials, step, 0, 1, 0);
+  ASSERT_TRUE(idle.done_reason.has_value());
+  EXPECT_THAT(*idle.done_reason, ::testing::HasSubstr("throughput fell at maxBatchSize 200"));
+  EXPECT_TRUE(idle.finished);
+  EXPECT_TRUE(idle.trials.empty());
+  ModelState done;
+  done.done = true;
+  EXPECT_TRUE(PlanModel(spec, spec.models(0), done, trials, step, 0, 1, 0).finished);
+}
+
+TEST(FreeEligibleNodes, ListedOrderElseAgentOrderSkippingBusyAndLost) {
+  std::vector<crest::v1::AgentInfo> agents;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    auto& a = agents.emplace_back();
+    a.set_node_name(name);
+    a.set_state(crest::v1::AGENT_READY);
+    (*a.mutable_labels())["model"] = "m";
+  }
+  agents[3].set_state(crest::v1::AGENT_LOST);
+  auto busy_b = [](const std::string& node) { return node == "b"; };
+  crest::v1::ModelSpec any;
+  EXPECT_THAT(FreeEligibleNodes(any, agents, busy_b), ElementsAre("a", "c"));
+  crest::v1::ModelSpec listed;
+  for (const char* name : {"d", "c", "b", "a"}) listed.add_nodes(name);
+  EXPECT_THAT(FreeEligibleNodes(listed, agents, busy_b), ElementsAre("c", "a"));
+  crest::v1::ModelSpec other;
+  (*other.mutable_selector())["model"] = "n";
+  EXPECT_TRUE(FreeEligibleNodes(other, agents, busy_b).empty());
+}
+
+}  // namespace
+}  // namespace crest::controller

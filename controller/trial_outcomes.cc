@@ -1,0 +1,211 @@
+#include "controller/trial_outcomes.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+#include "common/mindie_limits.h"
+#include "controller/spec_limits.h"
+#include "controller/store.h"
+
+namespace crest::controller {
+
+using crest::v1::Trial;
+
+std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::string& model,
+                              bool calibration, int max_attempts) {
+  std::map<SlotKey, Slot> slots;
+  for (const auto& t : trials) {
+    if (t.model() != model || t.calibration() != calibration) continue;
+    Slot& s = slots[{t.parameters().max_batch_size(), t.repeat()}];
+    ++s.attempts;
+    switch (t.status()) {
+      case crest::v1::TRIAL_OK:
+        s.ok = true;
+        s.speed = t.result().generate_speed();
+        break;
+      case crest::v1::TRIAL_RUNNING:
+      case crest::v1::TRIAL_PENDING:
+        s.running = true;
+        break;
+      case crest::v1::TRIAL_INFEASIBLE:
+        s.infeasible = true;
+        s.reason = t.reason();
+        break;
+      case crest::v1::TRIAL_FAILED:
+      case crest::v1::TRIAL_CANCELLED:
+        s.failed = true;
+        s.reason = t.reason();
+        break;
+      default:  // interrupted: re-run while attempts remain
+        s.reason = t.reason();
+        break;
+    }
+  }
+  for (auto& [key, s] : slots) {
+    if (!s.ok && !s.running && !s.infeasible && !s.failed && s.attempts >= max_attempts) {
+      s.failed = true;
+      s.reason = absl::StrCat("interrupted ", s.attempts, " times (last: ", s.reason, ")");
+    }
+  }
+  return slots;
+}
+
+std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
+                                               uint32_t repeats) {
+  std::map<int64_t, std::vector<const Slot*>> by_point;
+  for (const auto& [key, s] : slots) by_point[key.first].push_back(&s);
+  std::map<int64_t, PointOutcome> out;
+  for (const auto& [point, list] : by_point) {
+    PointOutcome o;
+    bool any_infeasible = false;
+    bool any_failed = false;
+    uint32_t ok = 0;
+    double sum = 0;
+    for (const Slot* s : list) {
+      any_infeasible |= s->infeasible;
+      any_failed |= s->failed;
+      if ((s->infeasible || s->failed) && o.reason.empty()) o.reason = s->reason;
+      if (s->ok) {
+        ++ok;
+        sum += s->speed;
+      }
+    }
+    if (any_infeasible) {
+      o.kind = PointOutcome::Kind::kInfeasible;
+    } else if (any_failed) {
+      o.kind = PointOutcome::Kind::kFailed;
+    } else if (ok >= repeats) {
+      o.objective = sum / ok;
+    } else {
+      continue;  // unfinished
+    }
+    out[point] = o;
+  }
+  return out;
+}
+
+std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
+                                            const std::string& model) {
+  std::map<int64_t, std::vector<const Trial*>> by_point;
+  for (const auto& t : trials) {
+    if (t.model() == model && !t.calibration() && t.status() == crest::v1::TRIAL_OK) {
+      by_point[t.parameters().max_batch_size()].push_back(&t);
+    }
+  }
+  std::optional<crest::v1::BestConfig> best;
+  for (const auto& [point, list] : by_point) {
+    double speed = 0;
+    double per_client = 0;
+    for (const Trial* t : list) {
+      speed += t->result().generate_speed();
+      per_client += t->result().generate_speed_per_client();
+    }
+    speed /= static_cast<double>(list.size());
+    per_client /= static_cast<double>(list.size());
+    if (!best || speed > best->generate_speed()) {
+      best.emplace();
+      *best->mutable_parameters() = list.front()->parameters();
+      best->set_generate_speed(speed);
+      best->set_generate_speed_per_client(per_client);
+    }
+  }
+  return best;
+}
+
+const Trial* CalibrationTrial(const std::vector<Trial>& trials, const std::string& model) {
+  for (const auto& t : trials) {
+    if (t.model() == model && t.calibration() && t.status() == crest::v1::TRIAL_OK) return &t;
+  }
+  return nullptr;
+}
+
+// Under a max-throughput load the measured first-token time often exceeds a
+// second because it includes queueing; it is capped rather than failing
+// every later trial (the agent refuses times outside MindIE's range).
+double SelectBatchTimeMs(double measured_ms) {
+  return std::clamp(std::round(measured_ms), 1.0,
+                    static_cast<double>(mindie::kSelectBatchTimeMs.max));
+}
+
+bool Matches(const crest::v1::ModelSpec& model, const crest::v1::AgentInfo& agent) {
+  if (!model.nodes().empty()) {
+    return std::find(model.nodes().begin(), model.nodes().end(), agent.node_name()) !=
+           model.nodes().end();
+  }
+  for (const auto& [k, v] : model.selector()) {
+    auto it = agent.labels().find(k);
+    if (it == agent.labels().end() || it->second != v) return false;
+  }
+  return true;
+}
+
+crest::v1::TrialParameters ParametersFor(const crest::v1::CampaignSpec& spec,
+                                         const std::string& model, const std::vector<Trial>& trials,
+                                         int64_t point, bool calibration) {
+  crest::v1::TrialParameters p = SearchParametersAt(spec, point);
+  if (spec.calibrate() && !calibration) {
+    if (const Trial* cal = CalibrationTrial(trials, model)) {
+      p.set_support_select_batch(true);
+      p.set_prefill_time_ms_per_req(
+          SelectBatchTimeMs(cal->result().first_token_time().average_ms()));
+      p.set_decode_time_ms_per_req(SelectBatchTimeMs(cal->result().decode_time().average_ms()));
+    }
+  }
+  return p;
+}
+
+std::vector<Trial> InterruptUnfinished(std::vector<Trial>* trials,
+                                       const google::protobuf::Timestamp& now) {
+  std::vector<Trial> interrupted;
+  for (auto& t : *trials) {
+    if (!IsFinal(t.status())) {
+      t.set_status(crest::v1::TRIAL_INTERRUPTED);
+      t.set_reason("controller restarted while the trial ran");
+      *t.mutable_finished() = now;
+      interrupted.push_back(t);
+    }
+  }
+  return interrupted;
+}
+
+int64_t NextTrialNumber(const std::vector<Trial>& trials) {
+  int64_t next = 1;
+  for (const auto& t : trials) {
+    next = std::max<int64_t>(next, std::stoll(t.id().substr(t.id().rfind('t') + 1)) + 1);
+  }
+  return next;
+}
+
+double TimeScaleOf(const crest::v1::AgentInfo& agent) {
+  auto it = agent.labels().find(kTimeScaleLabel);
+  double scale = 0;
+  if (it == agent.labels().end() || !absl::SimpleAtod(it->second, &scale) || scale <= 0) return 0;
+  return scale;
+}
+
+void NormalizeTimeScale(crest::v1::BenchmarkResult* r, double scale) {
+  if (scale <= 0 || scale == 1) return;
+  r->set_generate_speed(r->generate_speed() / scale);
+  r->set_generate_speed_per_client(r->generate_speed_per_client() / scale);
+  r->set_total_generate_speed(r->total_generate_speed() / scale);
+  r->set_input_generate_speed(r->input_generate_speed() / scale);
+  r->set_qps(r->qps() / scale);
+  for (auto* stats :
+       {r->mutable_first_token_time(), r->mutable_decode_time(), r->mutable_e2e_latency()}) {
+    stats->set_average_ms(stats->average_ms() * scale);
+    stats->set_p50_ms(stats->p50_ms() * scale);
+    stats->set_p90_ms(stats->p90_ms() * scale);
+    stats->set_p99_ms(stats->p99_ms() * scale);
+    stats->set_max_ms(stats->max_ms() * scale);
+    stats->set_min_ms(stats->min_ms() * scale);
+  }
+  auto nanos = static_cast<int64_t>(
+      (static_cast<double>(r->duration().seconds()) * 1e9 + r->duration().nanos()) * scale);
+  r->mutable_duration()->set_seconds(nanos / 1000000000);
+  r->mutable_duration()->set_nanos(static_cast<int32_t>(nanos % 1000000000));
+}
+
+}  // namespace crest::controller

@@ -1,0 +1,91 @@
+// Pure functions over a campaign's trial records: what each (point, repeat)
+// came to, which points are finished for the search, the best configuration,
+// the parameters of the next trial, and the time-scale correction of
+// simulated nodes. They read nothing but their arguments, so the scheduler,
+// the progress view, the report and a restarted controller agree on them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/search.h"
+#include "crest/v1/controller.pb.h"
+
+namespace crest::controller {
+
+// What the trials of one (point, repeat) came to so far.
+struct Slot {
+  int attempts = 0;
+  bool ok = false;
+  bool running = false;
+  bool infeasible = false;
+  bool failed = false;
+  double speed = 0;
+  std::string reason;
+};
+
+// (maxBatchSize, repeat).
+using SlotKey = std::pair<int64_t, uint32_t>;
+
+// The slots of the search trials (or only the calibration trials) of `model`.
+// A slot whose `max_attempts` were all interrupted counts as failed.
+std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const std::string& model,
+                              bool calibration, int max_attempts);
+
+// Point -> outcome for every point whose `repeats` slots all ended; a point
+// with an infeasible slot is infeasible, else one with a failed slot failed,
+// else its objective is the mean speed over its repeats.
+std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
+                                               uint32_t repeats);
+
+// Best configuration of a model from its ok, non-calibration trials: the
+// point whose mean GenerateSpeed over repeats is highest (nullopt: none ok).
+std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>& trials,
+                                            const std::string& model);
+
+// The first ok calibration trial of `model`, or nullptr.
+const crest::v1::Trial* CalibrationTrial(const std::vector<crest::v1::Trial>& trials,
+                                         const std::string& model);
+
+// A measured latency as a select-batch time config.json accepts: whole
+// milliseconds within MindIE's range.
+double SelectBatchTimeMs(double measured_ms);
+
+// Whether `agent` may run trials of `model`: listed in its nodes, or (with no
+// list) carrying every label of its selector.
+bool Matches(const crest::v1::ModelSpec& model, const crest::v1::AgentInfo& agent);
+
+// The parameters of a trial of `model` at maxBatchSize `point`: the search
+// parameters (SearchParametersAt: prefill half of it, at least 1; client
+// concurrency maxBatchSize - 1, or the spec's in rate mode) and, when the
+// spec calibrates, the select-batch times from the model's calibration trial
+// (never for the calibration trial itself).
+crest::v1::TrialParameters ParametersFor(const crest::v1::CampaignSpec& spec,
+                                         const std::string& model,
+                                         const std::vector<crest::v1::Trial>& trials, int64_t point,
+                                         bool calibration);
+
+// What a restart makes of the recorded trials of a campaign: those a dead
+// controller left unfinished are interrupted at `now` (and returned, to be
+// recorded), since a result that was not recorded is never trusted.
+std::vector<crest::v1::Trial> InterruptUnfinished(std::vector<crest::v1::Trial>* trials,
+                                                  const google::protobuf::Timestamp& now);
+// The number after the highest of the trial ids ("c1-t7" -> 8); 1 for none.
+int64_t NextTrialNumber(const std::vector<crest::v1::Trial>& trials);
+
+// Label by which a simulated node declares how much faster than real time its
+// daemon runs; the controller then records figures in simulated time.
+inline constexpr char kTimeScaleLabel[] = "sim-time-scale";
+
+// The scale an agent's labels declare (0: none or not a positive number).
+double TimeScaleOf(const crest::v1::AgentInfo& agent);
+
+// Divides throughputs by `scale` and multiplies latencies and the duration by
+// it: the figures the simulated hardware would show in real time.
+void NormalizeTimeScale(crest::v1::BenchmarkResult* result, double scale);
+
+}  // namespace crest::controller

@@ -1,0 +1,253 @@
+#include "controller/trial_outcomes.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "google/protobuf/util/time_util.h"
+
+namespace crest::controller {
+namespace {
+
+using crest::v1::Trial;
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+// A trial of model "m" at `point`, repeat `repeat`, ended with `status`.
+Trial Outcome(int64_t point, uint32_t repeat, crest::v1::TrialStatus status, double speed = 0,
+              const std::string& reason = "") {
+  Trial t;
+  t.set_id(absl::StrCat("c1-t", point, "-", repeat));
+  t.set_model("m");
+  t.mutable_parameters()->set_max_batch_size(point);
+  t.set_repeat(repeat);
+  t.set_status(status);
+  t.set_reason(reason);
+  t.mutable_result()->set_generate_speed(speed);
+  t.mutable_result()->set_generate_speed_per_client(speed / 10);
+  return t;
+}
+
+Trial Calibration(double first_token_ms, double decode_ms) {
+  Trial t = Outcome(435, 0, crest::v1::TRIAL_OK, 5000);
+  t.set_calibration(true);
+  t.mutable_result()->mutable_first_token_time()->set_average_ms(first_token_ms);
+  t.mutable_result()->mutable_decode_time()->set_average_ms(decode_ms);
+  return t;
+}
+
+TEST(Slots, CountAttemptsPerPointAndRepeat) {
+  std::vector<Trial> trials = {
+      Outcome(435, 0, crest::v1::TRIAL_INTERRUPTED, 0, "node a lost"),
+      Outcome(435, 0, crest::v1::TRIAL_OK, 2845.3),
+      Outcome(435, 1, crest::v1::TRIAL_RUNNING),
+      Outcome(500, 0, crest::v1::TRIAL_INFEASIBLE, 0, "out of memory"),
+      Outcome(600, 0, crest::v1::TRIAL_CANCELLED, 0, "campaign cancelled"),
+      Calibration(120, 45),
+  };
+  trials.push_back(Outcome(700, 0, crest::v1::TRIAL_OK, 1));
+  trials.back().set_model("other");
+  auto slots = Slots(trials, "m", /*calibration=*/false, /*max_attempts=*/3);
+  ASSERT_EQ(slots.size(), 4u);
+  const Slot& ok = slots.at({435, 0});
+  EXPECT_EQ(ok.attempts, 2);
+  EXPECT_TRUE(ok.ok);
+  EXPECT_DOUBLE_EQ(ok.speed, 2845.3);
+  EXPECT_FALSE(ok.failed);
+  EXPECT_TRUE(slots.at({435, 1}).running);
+  EXPECT_TRUE(slots.at({500, 0}).infeasible);
+  EXPECT_EQ(slots.at({500, 0}).reason, "out of memory");
+  EXPECT_TRUE(slots.at({600, 0}).failed);  // a cancelled point is not re-run
+  EXPECT_EQ(slots.at({600, 0}).reason, "campaign cancelled");
+  auto calibration = Slots(trials, "m", /*calibration=*/true, 3);
+  ASSERT_EQ(calibration.size(), 1u);
+  EXPECT_TRUE(calibration.at({435, 0}).ok);
+}
+
+TEST(Slots, InterruptedAttemptsUsedUpCountAsFailed) {
+  std::vector<Trial> trials = {
+      Outcome(100, 0, crest::v1::TRIAL_INTERRUPTED, 0, "node a lost (missed heartbeats)"),
+      Outcome(100, 0, crest::v1::TRIAL_INTERRUPTED, 0, "node a unreachable: gone"),
+  };
+  const Slot two_of_three = Slots(trials, "m", false, 3).at({100, 0});
+  EXPECT_FALSE(two_of_three.failed);  // one attempt left: re-run
+  EXPECT_EQ(two_of_three.attempts, 2);
+  EXPECT_EQ(two_of_three.reason, "node a unreachable: gone");
+  const Slot used_up = Slots(trials, "m", false, 2).at({100, 0});
+  EXPECT_TRUE(used_up.failed);
+  EXPECT_EQ(used_up.reason, "interrupted 2 times (last: node a unreachable: gone)");
+}
+
+TEST(FinishedPoints, AverageRepeatsAndOmitUnfinishedPoints) {
+  std::vector<Trial> trials = {
+      Outcome(435, 0, crest::v1::TRIAL_OK, 2800), Outcome(435, 1, crest::v1::TRIAL_OK, 2900),
+      Outcome(500, 0, crest::v1::TRIAL_OK, 3000), Outcome(500, 1, crest::v1::TRIAL_RUNNING),
+      Outcome(600, 0, crest::v1::TRIAL_OK, 2500),  // repeat 1 not started yet
+  };
+  auto finished = FinishedPoints(Slots(trials, "m", false, 3), /*repeats=*/2);
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished.at(435).kind, PointOutcome::Kind::kOk);
+  EXPECT_DOUBLE_EQ(finished.at(435).objective, 2850);
+  auto one_repeat = FinishedPoints(Slots(trials, "m", false, 3), /*repeats=*/1);
+  EXPECT_THAT(one_repeat, ElementsAre(Pair(435, ::testing::_), Pair(500, ::testing::_),
+                                      Pair(600, ::testing::_)));
+  EXPECT_DOUBLE_EQ(one_repeat.at(500).objective, 3000);
+}
+
+TEST(FinishedPoints, InfeasibleBeatsFailedAndEndsThePointAtOnce) {
+  std::vector<Trial> trials = {
+      Outcome(600, 0, crest::v1::TRIAL_FAILED, 0, "no request succeeded"),
+      Outcome(600, 1, crest::v1::TRIAL_INFEASIBLE, 0, "out of memory"),
+      Outcome(700, 0, crest::v1::TRIAL_FAILED, 0, "benchmark: deadline exceeded"),
+      Outcome(800, 1, crest::v1::TRIAL_INFEASIBLE, 0, "out of memory"),  // repeat 0 still to run
+  };
+  auto finished = FinishedPoints(Slots(trials, "m", false, 3), /*repeats=*/2);
+  ASSERT_EQ(finished.size(), 3u);
+  EXPECT_EQ(finished.at(600).kind, PointOutcome::Kind::kInfeasible);
+  EXPECT_EQ(finished.at(700).kind, PointOutcome::Kind::kFailed);
+  EXPECT_EQ(finished.at(700).reason, "benchmark: deadline exceeded");
+  EXPECT_EQ(finished.at(800).kind, PointOutcome::Kind::kInfeasible);
+  EXPECT_EQ(finished.at(800).reason, "out of memory");
+}
+
+TEST(BestOf, HighestMeanOverRepeatsIgnoringCalibrationAndUnfinishedTrials) {
+  std::vector<Trial> trials = {
+      Calibration(120, 45),  // 5000 tok/s, but a calibration trial
+      Outcome(435, 0, crest::v1::TRIAL_OK, 2800),
+      Outcome(435, 1, crest::v1::TRIAL_OK, 3100),  // mean 2950
+      Outcome(500, 0, crest::v1::TRIAL_OK, 3000),
+      Outcome(500, 1, crest::v1::TRIAL_OK, 2960),  // mean 2980: the best
+      Outcome(600, 0, crest::v1::TRIAL_FAILED, 9999),
+      Outcome(700, 0, crest::v1::TRIAL_RUNNING, 9999),
+  };
+  auto best = BestOf(trials, "m");
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->parameters().max_batch_size(), 500);
+  EXPECT_DOUBLE_EQ(best->generate_speed(), 2980);
+  EXPECT_DOUBLE_EQ(best->generate_speed_per_client(), 298);
+  EXPECT_FALSE(BestOf(trials, "other").has_value());
+  EXPECT_FALSE(BestOf({Calibration(1, 1)}, "m").has_value());
+}
+
+TEST(CalibrationTrial, TheOkCalibrationTrialOfTheModel) {
+  Trial failed = Calibration(1, 1);
+  failed.set_status(crest::v1::TRIAL_FAILED);
+  Trial ok = Calibration(120.4, 45.6);
+  std::vector<Trial> trials = {Outcome(435, 0, crest::v1::TRIAL_OK, 1), failed, ok};
+  const Trial* found = CalibrationTrial(trials, "m");
+  ASSERT_NE(found, nullptr);
+  EXPECT_DOUBLE_EQ(found->result().first_token_time().average_ms(), 120.4);
+  EXPECT_EQ(CalibrationTrial(trials, "other"), nullptr);
+}
+
+TEST(SelectBatchTimeMs, RoundsAndClampsToMindiesRange) {
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(120.4), 120);
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(45.6), 46);
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(0.2), 1);
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(0), 1);
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(999.4), 999);
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(1000), 1000);
+  EXPECT_DOUBLE_EQ(SelectBatchTimeMs(1401.4), 1000);
+}
+
+TEST(Matches, NodesListElseSelector) {
+  crest::v1::AgentInfo a;
+  a.set_node_name("a");
+  (*a.mutable_labels())["model"] = "A";
+  (*a.mutable_labels())["npu"] = "910B3";
+  crest::v1::ModelSpec any;
+  EXPECT_TRUE(Matches(any, a));
+  crest::v1::ModelSpec listed;
+  listed.add_nodes("b");
+  EXPECT_FALSE(Matches(listed, a));
+  listed.add_nodes("a");
+  (*listed.mutable_selector())["model"] = "B";  // a nodes list wins over the selector
+  EXPECT_TRUE(Matches(listed, a));
+  crest::v1::ModelSpec selected;
+  (*selected.mutable_selector())["model"] = "A";
+  EXPECT_TRUE(Matches(selected, a));
+  (*selected.mutable_selector())["npu"] = "910B4";
+  EXPECT_FALSE(Matches(selected, a));
+}
+
+TEST(ParametersFor, ConcurrencyModeDerivesPrefillAndClients) {
+  crest::v1::CampaignSpec spec;
+  auto p = ParametersFor(spec, "m", {}, 435, /*calibration=*/false);
+  EXPECT_EQ(p.max_batch_size(), 435);
+  EXPECT_EQ(p.max_prefill_batch_size(), 217);
+  EXPECT_EQ(p.concurrency(), 434u);
+  EXPECT_FALSE(p.support_select_batch());
+  auto smallest = ParametersFor(spec, "m", {}, 1, false);
+  EXPECT_EQ(smallest.max_prefill_batch_size(), 1);
+  EXPECT_EQ(smallest.concurrency(), 1u);
+}
+
+TEST(ParametersFor, RateModeUsesTheSpecsConcurrency) {
+  crest::v1::CampaignSpec spec;
+  spec.mutable_client()->set_mode(crest::v1::CLIENT_MODE_RATE);
+  spec.mutable_client()->set_concurrency(1000);
+  auto p = ParametersFor(spec, "m", {}, 500, false);
+  EXPECT_EQ(p.max_prefill_batch_size(), 250);
+  EXPECT_EQ(p.concurrency(), 1000u);
+}
+
+TEST(ParametersFor, SelectBatchTimesFromTheCalibrationTrial) {
+  crest::v1::CampaignSpec spec;
+  spec.set_calibrate(true);
+  std::vector<Trial> trials = {Calibration(120.4, 45.6)};
+  auto p = ParametersFor(spec, "m", trials, 500, /*calibration=*/false);
+  EXPECT_TRUE(p.support_select_batch());
+  EXPECT_DOUBLE_EQ(p.prefill_time_ms_per_req(), 120);
+  EXPECT_DOUBLE_EQ(p.decode_time_ms_per_req(), 46);
+  EXPECT_FALSE(ParametersFor(spec, "m", trials, 435, /*calibration=*/true).support_select_batch());
+  EXPECT_FALSE(ParametersFor(spec, "m", {}, 500, false).support_select_batch());
+  spec.set_calibrate(false);
+  EXPECT_FALSE(ParametersFor(spec, "m", trials, 500, false).support_select_batch());
+}
+
+TEST(InterruptUnfinished, OnlyTrialsThatWereRunning) {
+  std::vector<Trial> trials = {Outcome(435, 0, crest::v1::TRIAL_OK, 1),
+                               Outcome(500, 0, crest::v1::TRIAL_RUNNING)};
+  trials[0].set_id("c1-t1");
+  trials[1].set_id("c1-t12");
+  auto now = google::protobuf::util::TimeUtil::SecondsToTimestamp(1000);
+  auto interrupted = InterruptUnfinished(&trials, now);
+  ASSERT_EQ(interrupted.size(), 1u);
+  EXPECT_EQ(interrupted[0].id(), "c1-t12");
+  EXPECT_EQ(trials[1].status(), crest::v1::TRIAL_INTERRUPTED);
+  EXPECT_EQ(trials[1].reason(), "controller restarted while the trial ran");
+  EXPECT_EQ(trials[1].finished().seconds(), 1000);
+  EXPECT_EQ(trials[0].status(), crest::v1::TRIAL_OK);
+  EXPECT_EQ(NextTrialNumber(trials), 13);
+  EXPECT_EQ(NextTrialNumber({}), 1);
+}
+
+TEST(TimeScaleOf, APositiveNumberLabel) {
+  crest::v1::AgentInfo a;
+  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 0);
+  (*a.mutable_labels())[kTimeScaleLabel] = "50";
+  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 50);
+  (*a.mutable_labels())[kTimeScaleLabel] = "-2";
+  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 0);
+  (*a.mutable_labels())[kTimeScaleLabel] = "fast";
+  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 0);
+}
+
+TEST(NormalizeTimeScale, ReportsSimulatedTime) {
+  crest::v1::BenchmarkResult r;
+  r.set_generate_speed(143047.1);
+  r.set_generate_speed_per_client(143.0471);
+  r.mutable_first_token_time()->set_average_ms(20);
+  r.mutable_decode_time()->set_p99_ms(2);
+  r.mutable_duration()->set_seconds(3);
+  NormalizeTimeScale(&r, 50);
+  EXPECT_NEAR(r.generate_speed(), 2860.942, 1e-6);
+  EXPECT_NEAR(r.generate_speed_per_client(), 2.860942, 1e-9);
+  EXPECT_DOUBLE_EQ(r.first_token_time().average_ms(), 1000);
+  EXPECT_DOUBLE_EQ(r.decode_time().p99_ms(), 100);
+  EXPECT_EQ(r.duration().seconds(), 150);
+  NormalizeTimeScale(&r, 0);  // no label: unchanged
+  EXPECT_EQ(r.duration().seconds(), 150);
+}
+
+}  // namespace
+}  // namespace crest::controller
