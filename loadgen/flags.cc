@@ -101,6 +101,10 @@ BenchFlags::BenchFlags(CLI::App& app) {
   app.add_option("--client-key", client_key_, "https: key of --client-cert (PEM)")
       ->check(CLI::ExistingFile);
   app.add_option("--cpus", cpus_, "Pin the load generator to these CPUs (lscpu list: 0-3,8)");
+  app.add_option("--http-client", http_client_,
+                 "auto (crest-bench's own HTTP/1.1 client for http://, libcurl for https://) | "
+                 "libcurl (for both)")
+      ->check(CLI::IsMember({"auto", "libcurl"}));
   app.add_option("--use-mindie-benchmark", mindie_benchmark_,
                  "Run this MindIE `benchmark` binary with the same parameters instead, and "
                  "parse its printed results");
@@ -193,6 +197,7 @@ absl::StatusOr<Invocation> BenchFlags::Resolve() const {
     if (!cpus.ok()) return Annotate(cpus.status(), "--cpus");
     inv.run.cpus = *cpus;
   }
+  inv.run.http_client = http_client_ == "libcurl" ? HttpClient::kLibcurl : HttpClient::kAuto;
   inv.json_file = json_;
   inv.csv_file = csv_;
   inv.mindie_benchmark = mindie_benchmark_;

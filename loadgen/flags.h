@@ -63,6 +63,7 @@ class BenchFlags {
   std::string client_cert_;
   std::string client_key_;
   std::string cpus_;
+  std::string http_client_ = "auto";
   std::string mindie_benchmark_;
   std::string save_path_ = "./instance";
   std::string log_level_ = "warn";

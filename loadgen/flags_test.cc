@@ -37,6 +37,18 @@ absl::StatusOr<Invocation> Parse(const std::string& args) {
   return flags.Resolve();
 }
 
+TEST(BenchFlagsTest, HttpClientChoice) {
+  const std::string base = "--DatasetPath " + Gsm8kDir() + " --Http http://127.0.0.1:1";
+  absl::StatusOr<Invocation> inv = Parse(base);
+  ASSERT_THAT(inv, IsOk());
+  EXPECT_EQ(inv->run.http_client, HttpClient::kAuto);
+  inv = Parse(base + " --http-client libcurl");
+  ASSERT_THAT(inv, IsOk());
+  EXPECT_EQ(inv->run.http_client, HttpClient::kLibcurl);
+  EXPECT_THAT(Parse(base + " --http-client nghttp2"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--http-client")));
+}
+
 TEST(BenchFlagsTest, MindieSpellingsFillTheSpec) {
   absl::StatusOr<Invocation> inv =
       Parse("--DatasetPath " + Gsm8kDir() +

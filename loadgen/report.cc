@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -82,6 +83,22 @@ ordered_json Parameters(const ReportContext& context) {
 
 std::string Ms(double v) { return absl::StrFormat("%.4f ms", v); }
 
+ordered_json Client(const crest::v1::ClientHealth& c) {
+  ordered_json j{
+      {"cpu_seconds", c.cpu_seconds()},
+      {"cpu_utilisation", c.cpu_utilisation()},
+      {"wall_seconds", c.wall_seconds()},
+      {"loop_busy", c.loop_busy()},
+      {"loop_lag_ms",
+       {{"p50", c.loop_lag_p50_ms()}, {"p99", c.loop_lag_p99_ms()}, {"max", c.loop_lag_max_ms()}}},
+      {"send_lag_ms",
+       {{"p50", c.send_lag_p50_ms()}, {"p99", c.send_lag_p99_ms()}, {"max", c.send_lag_max_ms()}}},
+      {"slot_waits", c.slot_waits()},
+      {"client_bound", c.client_bound()},
+      {"client_bound_reason", c.client_bound_reason()}};
+  return j;
+}
+
 }  // namespace
 
 std::string FormatJson(const crest::v1::BenchmarkResult& r, const ReportContext& context) {
@@ -114,6 +131,7 @@ std::string FormatJson(const crest::v1::BenchmarkResult& r, const ReportContext&
   j["samples"] = {{"FirstTokenTime", r.first_token_time().samples()},
                   {"DecodeTime", r.decode_time().samples()},
                   {"E2ELatency", r.e2e_latency().samples()}};
+  if (r.has_client()) j["client"] = Client(r.client());
   return j.dump(2) + "\n";
 }
 
@@ -153,6 +171,22 @@ std::string FormatTable(const crest::v1::BenchmarkResult& r, const ReportContext
   kv("TotalGenerateSpeed", absl::StrFormat("%.4f token/s", r.total_generate_speed()));
   kv("GenerateSpeedPerClient", absl::StrFormat("%.4f token/s", r.generate_speed_per_client()));
   kv("TokenCountSource", SourceName(r.token_count_source()));
+  if (r.has_client()) {
+    const crest::v1::ClientHealth& c = r.client();
+    kv("ClientCPU",
+       absl::StrFormat("%.3f s (%.0f%% of one core)", c.cpu_seconds(), 100 * c.cpu_utilisation()));
+    kv("ClientLoopBusy", absl::StrFormat("%.0f%%", 100 * c.loop_busy()));
+    kv("ClientLoopLag",
+       absl::StrFormat("p50 %.3f ms, p99 %.3f ms, max %.3f ms", c.loop_lag_p50_ms(),
+                       c.loop_lag_p99_ms(), c.loop_lag_max_ms()));
+    if (context.options != nullptr && context.options->spec.request_rate() > 0) {
+      kv("ClientSendLag",
+         absl::StrFormat("p50 %.3f ms, p99 %.3f ms, max %.3f ms (%d waited for a slot)",
+                         c.send_lag_p50_ms(), c.send_lag_p99_ms(), c.send_lag_max_ms(),
+                         c.slot_waits()));
+    }
+    kv("ClientBound", c.client_bound() ? "YES: " + c.client_bound_reason() : "no");
+  }
   if (!r.failures().empty()) {
     std::map<std::string, uint64_t> sorted(r.failures().begin(), r.failures().end());
     std::string reasons;

@@ -61,6 +61,41 @@ TEST(ReportTest, JsonHasTheContractKeys) {
   EXPECT_DOUBLE_EQ(j["TimeElapsed"].get<double>(), 2.0);
 }
 
+TEST(ReportTest, ClientHealthIsInTheJsonAndTheTable) {
+  crest::v1::BenchmarkResult r = Sample();
+  crest::v1::ClientHealth& c = *r.mutable_client();
+  c.set_cpu_seconds(1.5);
+  c.set_cpu_utilisation(0.97);
+  c.set_loop_busy(0.99);
+  c.set_loop_lag_p50_ms(0.1);
+  c.set_loop_lag_p99_ms(2.5);
+  c.set_loop_lag_max_ms(9);
+  c.set_send_lag_p99_ms(4);
+  c.set_slot_waits(3);
+  c.set_client_bound(true);
+  c.set_client_bound_reason("client CPU 97% of one core (threshold 90%)");
+  RunOptions o;
+  o.spec.set_request_rate(100);
+  ReportContext ctx{&o, "crest-bench"};
+  nlohmann::json j = nlohmann::json::parse(FormatJson(r, ctx));
+  EXPECT_DOUBLE_EQ(j["client"]["cpu_seconds"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(j["client"]["cpu_utilisation"].get<double>(), 0.97);
+  EXPECT_DOUBLE_EQ(j["client"]["loop_busy"].get<double>(), 0.99);
+  EXPECT_DOUBLE_EQ(j["client"]["loop_lag_ms"]["p99"].get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(j["client"]["send_lag_ms"]["p99"].get<double>(), 4);
+  EXPECT_EQ(j["client"]["slot_waits"].get<int>(), 3);
+  EXPECT_TRUE(j["client"]["client_bound"].get<bool>());
+  EXPECT_THAT(j["client"]["client_bound_reason"].get<std::string>(), HasSubstr("client CPU"));
+  std::string table = FormatTable(r, ctx);
+  EXPECT_THAT(table, HasSubstr("ClientCPU                 1.500 s (97% of one core)"));
+  EXPECT_THAT(table, HasSubstr("ClientLoopLag             p50 0.100 ms, p99 2.500 ms"));
+  EXPECT_THAT(table, HasSubstr("ClientSendLag             p50 0.000 ms, p99 4.000 ms"));
+  EXPECT_THAT(table, HasSubstr("ClientBound               YES: client CPU 97%"));
+  // Results from another tool carry no client health: no key, no rows.
+  EXPECT_FALSE(nlohmann::json::parse(FormatJson(Sample(), ctx)).contains("client"));
+  EXPECT_THAT(FormatTable(Sample(), ctx), ::testing::Not(HasSubstr("ClientBound")));
+}
+
 TEST(ReportTest, TableHasMindieRows) {
   std::string table = FormatTable(Sample(), {});
   EXPECT_THAT(table, HasSubstr("The BenchMark test performance metric result is:"));

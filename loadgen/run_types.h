@@ -25,6 +25,12 @@ struct Target {
   std::string client_key_file;
 };
 
+// Which HTTP client carries the requests.
+enum class HttpClient {
+  kAuto,     // crest-bench's own HTTP/1.1 client for http://, libcurl for https://
+  kLibcurl,  // libcurl for both (slower per request; for comparison and as a fallback)
+};
+
 struct RunOptions {
   crest::v1::BenchmarkSpec spec;
   Target target;
@@ -32,6 +38,7 @@ struct RunOptions {
   std::string dataset_path;
   // CPUs the load generator's threads may run on; empty: no affinity set.
   std::vector<uint32_t> cpus;
+  HttpClient http_client = HttpClient::kAuto;
 };
 
 // One measured request (the --csv record).

@@ -1,6 +1,7 @@
-// RunBenchmark: one event-loop thread drives every in-flight request through
-// libcurl's multi socket API on epoll, so 1000 concurrent streams cost one
-// core at most and timestamps are taken the moment bytes arrive.
+// RunBenchmark: one event-loop thread on epoll drives every in-flight request
+// through a Transport (crest-bench's own HTTP/1.1 client for http://, libcurl
+// for https://), so 1000 concurrent streams cost a fraction of one core, and
+// measures the client's own health while it does.
 #include "loadgen/runner.h"
 
 #include <curl/curl.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -21,14 +23,17 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
 #include "common/cpu_list.h"
 #include "common/status.h"
+#include "loadgen/client_health.h"
 #include "loadgen/dataset.h"
 #include "loadgen/run_statistics.h"
 #include "loadgen/sse_parser.h"
+#include "loadgen/transport.h"
 
 namespace crest::loadgen {
 namespace {
@@ -40,6 +45,10 @@ constexpr absl::Duration kDefaultRequestTimeout = absl::Seconds(600);  // MindIE
 constexpr absl::Duration kProgressInterval = absl::Milliseconds(500);
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(20);
 constexpr size_t kMaxErrorBody = 4096;
+// Period of the loop-lag check (see ClientHealth.loop_lag_*).
+constexpr absl::Duration kLagTick = absl::Milliseconds(1);
+// How long connections may take to open before the first request.
+constexpr absl::Duration kPreconnectWait = absl::Seconds(10);
 
 // The validated, defaulted parameters of one run.
 struct Plan {
@@ -144,93 +153,28 @@ std::string RequestBody(const Plan& plan, const std::string& model, const std::s
   return body.dump();
 }
 
-std::string FailureForCurl(CURLcode code) {
-  switch (code) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-      return "connect";
-    case CURLE_OPERATION_TIMEDOUT:
-      return "timeout";
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_GOT_NOTHING:
-      return "reset";
-    case CURLE_PARTIAL_FILE:
-      return "truncated";
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CACERT_BADFILE:
-      return "tls";
-    default:
-      return absl::StrCat("curl_", static_cast<int>(code));
-  }
+// CPU time of the calling thread.
+absl::Duration ThreadCpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return absl::DurationFromTimespec(ts);
 }
 
-// Sets the TLS options of `target` on an easy handle.
-void ApplyTls(CURL* easy, const Target& target) {
-  if (!target.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, target.ca_file.c_str());
-  if (target.insecure_skip_verify) {
-    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!target.client_cert_file.empty()) {
-    curl_easy_setopt(easy, CURLOPT_SSLCERT, target.client_cert_file.c_str());
-  }
-  if (!target.client_key_file.empty()) {
-    curl_easy_setopt(easy, CURLOPT_SSLKEY, target.client_key_file.c_str());
-  }
-}
-
-size_t DiscardBody(char* /*ptr*/, size_t size, size_t n, void* /*user*/) { return size * n; }
-
-// GET <management>/v2/health/ready must answer 200 before load starts.
-absl::Status CheckReady(const Target& target) {
-  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), curl_easy_cleanup);
-  std::string url = target.management_url;
-  while (!url.empty() && url.back() == '/') url.pop_back();
-  url += "/v2/health/ready";
-  curl_easy_setopt(easy.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(easy.get(), CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(easy.get(), CURLOPT_TIMEOUT_MS, 10000L);
-  curl_easy_setopt(easy.get(), CURLOPT_WRITEFUNCTION, DiscardBody);
-  ApplyTls(easy.get(), target);
-  CURLcode code = curl_easy_perform(easy.get());
-  if (code != CURLE_OK) {
-    return absl::UnavailableError(
-        absl::StrCat("management endpoint ", url, ": ", curl_easy_strerror(code)));
-  }
-  long status = 0;  // NOLINT(google-runtime-int): libcurl's type
-  curl_easy_getinfo(easy.get(), CURLINFO_RESPONSE_CODE, &status);
-  if (status != 200) {
-    return absl::UnavailableError(
-        absl::StrCat("server not ready: ", url, " answered HTTP ", status, " (expected 200)"));
-  }
-  return absl::OkStatus();
-}
-
-class Engine;
-
-// One request in flight.
-struct Transfer {
-  Engine* engine = nullptr;
-  CURL* easy = nullptr;
-  uint64_t index = 0;
-  bool warmup = false;
-  std::string body;
-  absl::Time sent;
-  absl::Time first_token;
-  absl::Time last_token;
-  bool have_token = false;
-  long http_status = 0;  // NOLINT(google-runtime-int): libcurl's type
-  SseFramer framer;
-  ReplyState state;
-  std::string text;  // non-stream body, or the start of an error body
-  std::vector<float> gaps;
+// The client's own health over the measured window (ClientHealth).
+struct HealthWindow {
+  bool active = false;
+  absl::Time start;
+  absl::Duration cpu_start;
+  absl::Duration blocked;                          // time spent waiting in epoll
+  absl::Time next_tick;                            // when the loop-lag check is due
+  absl::Time full_seen_at = absl::InfinitePast();  // a due arrival last found every slot busy
+  LagHistogram loop_lag;
+  LagHistogram send_lag;
+  uint64_t slot_waits = 0;
+  crest::v1::ClientHealth result;
 };
 
-class Engine {
+class Engine final : public TransferSink {
  public:
   Engine(const RunOptions& options, Plan plan, const ProgressCallback& on_progress,
          const std::atomic<bool>* cancel)
@@ -240,14 +184,8 @@ class Engine {
         cancel_(cancel),
         rng_(options.spec.seed()) {}
 
-  ~Engine() {
-    for (auto& t : active_) {
-      curl_multi_remove_handle(multi_, t->easy);
-      curl_easy_cleanup(t->easy);
-    }
-    for (CURL* easy : idle_) curl_easy_cleanup(easy);
-    if (multi_ != nullptr) curl_multi_cleanup(multi_);
-    if (headers_ != nullptr) curl_slist_free_all(headers_);
+  ~Engine() override {
+    transport_.reset();  // closes every connection before the transfers go
     if (epoll_fd_ >= 0) close(epoll_fd_);
   }
   Engine(const Engine&) = delete;
@@ -255,21 +193,24 @@ class Engine {
 
   absl::StatusOr<RunOutput> Run();
 
- private:
-  static int OnSocket(CURL* easy, curl_socket_t s, int what, void* user, void* socketp);
-  static int OnTimer(CURLM* multi, long timeout_ms, void* user);  // NOLINT(google-runtime-int)
-  static size_t OnData(char* ptr, size_t size, size_t n, void* user);
+  void OnSent(Transfer* t, absl::Time at) override { t->sent = at; }
+  void OnStatus(Transfer* t, int http_status) override { t->http_status = http_status; }
+  bool OnBody(Transfer* t, std::string_view bytes, absl::Time arrived) override;
+  void OnDone(Transfer* t, const std::string& failure) override { Finish(t, failure); }
 
+ private:
   absl::Status Init();
-  // Runs requests [first, first + count) to completion (count may be "until
-  // the duration ends"); `warmup` requests are not recorded.
+  // Runs `count` requests to completion (count may be "until the duration
+  // ends"); `warmup` requests are not recorded.
   absl::Status RunPhase(uint64_t count, bool warmup);
-  void Start(uint64_t index, bool warmup);
-  void Finish(Transfer* t, CURLcode code);
-  // Finishes every completed transfer; returns how many.
-  size_t DrainCompleted();
+  void Start(uint64_t index, bool warmup, absl::Time scheduled);
+  void Finish(Transfer* t, const std::string& transport_failure);
   void ReportProgress(absl::Time now, bool force);
   absl::Duration NextGap();
+  // The request body for prompt `key`, built once.
+  const std::string& Body(size_t key);
+  void BeginHealth(absl::Time now);
+  void EndHealth(absl::Time now);
 
   const RunOptions& options_;
   Plan plan_;
@@ -277,12 +218,13 @@ class Engine {
   const std::atomic<bool>* cancel_;
   std::mt19937_64 rng_;
 
-  CURLM* multi_ = nullptr;
   int epoll_fd_ = -1;
-  curl_slist* headers_ = nullptr;
-  absl::Time timer_deadline_ = absl::InfiniteFuture();
+  std::unique_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Transfer>> active_;
-  std::vector<CURL*> idle_;
+  std::vector<std::unique_ptr<Transfer>> spare_;  // finished, reused for the next request
+  std::vector<std::string> bodies_;
+  std::vector<bool> have_body_;
+  uint64_t completions_ = 0;
 
   uint64_t next_prompt_ = 0;
   RunOutput output_;
@@ -291,136 +233,104 @@ class Engine {
   uint64_t done_ = 0;
   uint64_t failed_ = 0;
   absl::Time next_progress_ = absl::InfinitePast();
+  HealthWindow health_;
 };
 
-int Engine::OnSocket(CURL* /*easy*/, curl_socket_t s, int what, void* user, void* socketp) {
-  auto* self = static_cast<Engine*>(user);
-  if (what == CURL_POLL_REMOVE) {
-    epoll_ctl(self->epoll_fd_, EPOLL_CTL_DEL, s, nullptr);
-    return 0;
-  }
-  epoll_event ev{};
-  ev.data.fd = s;
-  if ((what & CURL_POLL_IN) != 0) ev.events |= EPOLLIN;
-  if ((what & CURL_POLL_OUT) != 0) ev.events |= EPOLLOUT;
-  if (socketp == nullptr) {
-    epoll_ctl(self->epoll_fd_, EPOLL_CTL_ADD, s, &ev);
-    curl_multi_assign(self->multi_, s, self);  // marks the socket as registered
-  } else if (epoll_ctl(self->epoll_fd_, EPOLL_CTL_MOD, s, &ev) != 0) {
-    epoll_ctl(self->epoll_fd_, EPOLL_CTL_ADD, s, &ev);
-  }
-  return 0;
-}
-
-int Engine::OnTimer(CURLM* /*multi*/, long timeout_ms, void* user) {  // NOLINT
-  auto* self = static_cast<Engine*>(user);
-  self->timer_deadline_ =
-      timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
-  return 0;
-}
-
-size_t Engine::OnData(char* ptr, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t len = size * n;
-  if (t->http_status == 0) curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->http_status);
+bool Engine::OnBody(Transfer* t, std::string_view bytes, absl::Time arrived) {
+  t->last_byte = arrived;
+  t->have_bytes = true;
   if (t->http_status >= 400) {
-    if (t->text.size() < kMaxErrorBody) t->text.append(ptr, std::min(len, kMaxErrorBody));
-    return len;
+    if (t->text.size() < kMaxErrorBody) {
+      t->text.append(bytes.substr(0, kMaxErrorBody - t->text.size()));
+    }
+    return true;
   }
-  const Plan& plan = t->engine->plan_;
-  if (!plan.stream) {
-    t->text.append(ptr, len);
-    return len;
+  if (!plan_.stream) {
+    t->text.append(bytes);
+    return true;
   }
-  // One timestamp per arriving chunk: every event in it arrived together.
-  const absl::Time now = absl::Now();
-  const bool ok = t->framer.Feed(std::string_view(ptr, len), [&](std::string_view data) {
+  // One timestamp per read: every event in it arrived together.
+  return t->framer.Feed(bytes, [&](std::string_view data) {
     const uint32_t before = t->state.token_events;
-    if (!HandleStreamEvent(plan.api, data, t->state)) return false;
+    if (!HandleStreamEvent(plan_.api, data, t->state)) return false;
     if (t->state.token_events == before) return true;
     if (!t->have_token) {
-      t->first_token = now;
+      t->first_token = arrived;
       t->have_token = true;
     } else {
-      t->gaps.push_back(static_cast<float>(absl::ToDoubleMilliseconds(now - t->last_token)));
+      t->gaps.push_back(static_cast<float>(absl::ToDoubleMilliseconds(arrived - t->last_token)));
     }
-    t->last_token = now;
-    if (!t->warmup) ++t->engine->live_tokens_;
+    t->last_token = arrived;
+    if (!t->warmup) ++live_tokens_;
     return true;
   });
-  return ok ? len : 0;  // 0 aborts the transfer (CURLE_WRITE_ERROR)
 }
 
 absl::Status Engine::Init() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) return absl::InternalError("epoll_create1 failed");
-  multi_ = curl_multi_init();
-  if (multi_ == nullptr) return absl::InternalError("curl_multi_init failed");
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, &Engine::OnSocket);
-  curl_multi_setopt(multi_, CURLMOPT_SOCKETDATA, this);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, &Engine::OnTimer);
-  curl_multi_setopt(multi_, CURLMOPT_TIMERDATA, this);
-  // Keep one idle connection per client so the next request reuses it.
-  curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, static_cast<long>(plan_.concurrency));  // NOLINT
-  headers_ = curl_slist_append(headers_, "Content-Type: application/json");
-  headers_ = curl_slist_append(headers_, "Expect:");  // no 100-continue round trip
-  if (plan_.stream) headers_ = curl_slist_append(headers_, "Accept: text/event-stream");
-  return absl::OkStatus();
+  const bool https = absl::StartsWith(plan_.url, "https://");
+  if (https || options_.http_client == HttpClient::kLibcurl) {
+    transport_ =
+        MakeCurlTransport(plan_.url, plan_.stream, options_.target, plan_.request_timeout, this);
+  } else {
+    transport_ = MakeHttp1Transport(plan_.url, plan_.stream, plan_.request_timeout, this);
+  }
+  return transport_->Init(epoll_fd_);
 }
 
-void Engine::Start(uint64_t index, bool warmup) {
-  auto t = std::make_unique<Transfer>();
-  t->engine = this;
+const std::string& Engine::Body(size_t key) {
+  if (key >= bodies_.size()) {
+    bodies_.resize(plan_.prompts.size());
+    have_body_.resize(plan_.prompts.size());
+  }
+  if (!have_body_[key]) {
+    bodies_[key] = RequestBody(plan_, options_.spec.model_name(), plan_.prompts[key]);
+    have_body_[key] = true;
+  }
+  return bodies_[key];
+}
+
+void Engine::Start(uint64_t index, bool warmup, absl::Time scheduled) {
+  std::unique_ptr<Transfer> owned;
+  if (spare_.empty()) {
+    owned = std::make_unique<Transfer>();
+  } else {
+    owned = std::move(spare_.back());
+    spare_.pop_back();
+    *owned = Transfer();
+  }
+  Transfer* t = owned.get();
   t->index = index;
   t->warmup = warmup;
-  const std::string& prompt = plan_.prompts[plan_.order[next_prompt_++ % plan_.order.size()]];
-  t->body = RequestBody(plan_, options_.spec.model_name(), prompt);
-  if (idle_.empty()) {
-    t->easy = curl_easy_init();
-  } else {
-    t->easy = idle_.back();
-    idle_.pop_back();
-    curl_easy_reset(t->easy);
+  t->body_key = plan_.order[next_prompt_++ % plan_.order.size()];
+  t->body = &Body(t->body_key);
+  t->started = absl::Now();
+  t->sent = t->started;
+  t->scheduled = scheduled;
+  if (!warmup && scheduled != absl::InfinitePast()) {
+    if (scheduled <= health_.full_seen_at) ++health_.slot_waits;
   }
-  CURL* e = t->easy;
-  curl_easy_setopt(e, CURLOPT_URL, plan_.url.c_str());
-  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.c_str());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body.size()));  // NOLINT
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers_);
-  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Engine::OnData);
-  curl_easy_setopt(e, CURLOPT_WRITEDATA, t.get());
-  curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
-  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(plan_.request_timeout)));  // NOLINT
-  ApplyTls(e, options_.target);
-  t->sent = absl::Now();
-  if (!warmup && measure_start_ == absl::InfiniteFuture()) measure_start_ = t->sent;
-  curl_multi_add_handle(multi_, e);
-  active_.push_back(std::move(t));
+  if (!warmup && measure_start_ == absl::InfiniteFuture()) measure_start_ = t->started;
+  t->slot = active_.size();
+  active_.push_back(std::move(owned));
+  transport_->Start(t);  // may finish it at once (no connection)
 }
 
-void Engine::Finish(Transfer* t, CURLcode code) {
+void Engine::Finish(Transfer* t, const std::string& transport_failure) {
   const absl::Time now = absl::Now();
+  ++completions_;
   RequestRecord r;
   r.index = t->index;
   r.sent = t->sent;
-  r.e2e_ms = absl::ToDoubleMilliseconds(now - t->sent);
-  r.http_status = static_cast<int>(t->http_status);
-  if (r.http_status == 0) {
-    long status = 0;  // NOLINT(google-runtime-int)
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-    r.http_status = static_cast<int>(status);
-  }
+  r.http_status = t->http_status;
   ReplyState& st = t->state;
   if (!st.failure.empty()) {
     r.failure = st.failure;
   } else if (r.http_status >= 400) {
     r.failure = absl::StrCat("http_", r.http_status);
-  } else if (code != CURLE_OK) {
-    r.failure = FailureForCurl(code);
+  } else if (!transport_failure.empty()) {
+    r.failure = transport_failure;
   } else if (plan_.stream) {
     if (!st.done_seen && (!st.final_seen || t->framer.HasPartialEvent())) r.failure = "truncated";
   } else {
@@ -428,6 +338,8 @@ void Engine::Finish(Transfer* t, CURLcode code) {
     r.failure = st.failure;
   }
   r.ok = r.failure.empty();
+  // A complete reply ends with its last bytes' arrival; a failure when it was noticed.
+  r.e2e_ms = absl::ToDoubleMilliseconds(((r.ok && t->have_bytes) ? t->last_byte : now) - t->sent);
   r.token_events = st.token_events;
   r.usage_reported = st.usage_output >= 0;
   r.output_tokens = static_cast<uint32_t>(r.usage_reported ? st.usage_output : st.token_events);
@@ -450,37 +362,30 @@ void Engine::Finish(Transfer* t, CURLcode code) {
   }
   r.decode_gaps_ms = std::move(t->gaps);
   if (!r.ok) {
-    spdlog::debug("request {} failed: {} (http {}, curl {}) {}", r.index, r.failure, r.http_status,
-                  static_cast<int>(code), t->text.substr(0, 200));
+    spdlog::debug("request {} failed: {} (http {}, transport \"{}\") {}", r.index, r.failure,
+                  r.http_status, transport_failure, t->text.substr(0, 200));
   }
   if (r.token_count_mismatch) {
     spdlog::debug("request {}: usage says {} tokens, stream carried {}; using usage", r.index,
                   st.usage_output, st.token_events);
   }
-  curl_multi_remove_handle(multi_, t->easy);
-  idle_.push_back(t->easy);
   if (!t->warmup) {
+    if (health_.active && t->scheduled != absl::InfinitePast()) {
+      health_.send_lag.Record(t->sent - t->scheduled);
+    }
     ++done_;
     if (!r.ok) ++failed_;
     output_.requests.push_back(std::move(r));
   }
-  auto it = std::find_if(active_.begin(), active_.end(),
-                         [t](const std::unique_ptr<Transfer>& p) { return p.get() == t; });
-  std::iter_swap(it, active_.end() - 1);
-  active_.pop_back();
-}
-
-size_t Engine::DrainCompleted() {
-  int left = 0;
-  size_t finished = 0;
-  while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
-    if (msg->msg != CURLMSG_DONE) continue;
-    Transfer* t = nullptr;
-    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
-    Finish(t, msg->data.result);
-    ++finished;
+  // Swap-remove from the active list; the Transfer is kept for reuse.
+  const size_t slot = t->slot;
+  std::unique_ptr<Transfer> owned = std::move(active_[slot]);
+  if (slot + 1 != active_.size()) {
+    active_[slot] = std::move(active_.back());
+    active_[slot]->slot = slot;
   }
-  return finished;
+  active_.pop_back();
+  spare_.push_back(std::move(owned));
 }
 
 absl::Duration Engine::NextGap() {
@@ -514,68 +419,113 @@ void Engine::ReportProgress(absl::Time now, bool force) {
   on_progress_(p);
 }
 
+void Engine::BeginHealth(absl::Time now) {
+  health_ = HealthWindow();
+  health_.active = true;
+  health_.start = now;
+  health_.cpu_start = ThreadCpu();
+  health_.next_tick = now + kLagTick;
+}
+
+void Engine::EndHealth(absl::Time now) {
+  health_.active = false;
+  crest::v1::ClientHealth& h = health_.result;
+  const double wall = std::max(absl::ToDoubleSeconds(now - health_.start), 1e-9);
+  const double cpu = absl::ToDoubleSeconds(ThreadCpu() - health_.cpu_start);
+  h.set_wall_seconds(wall);
+  h.set_cpu_seconds(cpu);
+  h.set_cpu_utilisation(cpu / wall);
+  h.set_loop_busy(std::clamp(1.0 - absl::ToDoubleSeconds(health_.blocked) / wall, 0.0, 1.0));
+  h.set_loop_lag_p50_ms(health_.loop_lag.PercentileMs(50));
+  h.set_loop_lag_p99_ms(health_.loop_lag.PercentileMs(99));
+  h.set_loop_lag_max_ms(health_.loop_lag.MaxMs());
+  if (plan_.rate > 0) {
+    h.set_send_lag_p50_ms(health_.send_lag.PercentileMs(50));
+    h.set_send_lag_p99_ms(health_.send_lag.PercentileMs(99));
+    h.set_send_lag_max_ms(health_.send_lag.MaxMs());
+    h.set_slot_waits(health_.slot_waits);
+  }
+  JudgeClientHealth(plan_.rate, &h);
+}
+
 absl::Status Engine::RunPhase(uint64_t count, bool warmup) {
   const bool rate_mode = !warmup && plan_.rate > 0;
   const uint32_t cap = plan_.concurrency;
   uint64_t started = 0;
-  absl::Time phase_start = absl::Now();
-  absl::Time send_deadline = warmup ? absl::InfiniteFuture() : phase_start + plan_.max_duration;
+  const absl::Time phase_start = absl::Now();
+  const absl::Time send_deadline =
+      warmup ? absl::InfiniteFuture() : phase_start + plan_.max_duration;
   absl::Time next_arrival = phase_start;
-  std::vector<epoll_event> events(256);
-  int running = 0;
+  if (!warmup) BeginHealth(phase_start);
+  // Starts every request that is due and has a free slot, and sends it now:
+  // a slot that stays empty while the loop does other work lowers the load.
+  auto refill = [&](absl::Time now) {
+    if (started >= count || now >= send_deadline) return;
+    bool added = false;
+    while (started < count && active_.size() < cap && (!rate_mode || next_arrival <= now)) {
+      Start(started++, warmup, rate_mode ? next_arrival : absl::InfinitePast());
+      if (rate_mode) next_arrival += NextGap();
+      added = true;
+    }
+    if (rate_mode && started < count && next_arrival <= now) health_.full_seen_at = now;
+    if (added) transport_->Flush();
+  };
+  std::vector<epoll_event> events(512);
   while (true) {
     if (cancel_ != nullptr && cancel_->load()) return absl::CancelledError("benchmark cancelled");
     absl::Time now = absl::Now();
     const bool may_send = started < count && now < send_deadline;
     if (may_send) {
-      bool added = false;
-      while (started < count && active_.size() < cap && (!rate_mode || next_arrival <= now)) {
-        Start(started++, warmup);
-        if (rate_mode) next_arrival += NextGap();
-        added = true;
-      }
-      // Send what was just added now rather than on the next turn of the loop:
-      // time spent here is client overhead inside every measured latency.
-      if (added) {
-        timer_deadline_ = absl::InfiniteFuture();
-        curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
-        // A reply can complete inside that call; its slot must refill now,
-        // not after the next wait.
-        if (DrainCompleted() > 0) continue;
-        now = absl::Now();
-      }
+      const uint64_t completions = completions_;
+      refill(now);
+      // A reply can complete while sending; its slot must refill now, not
+      // after the next wait.
+      if (completions_ != completions) continue;
+      now = absl::Now();
     } else if (active_.empty()) {
       break;
     }
-    absl::Time wake = std::min(timer_deadline_, now + kCancelPoll);
+    absl::Time wake = std::min(transport_->NextDeadline(), now + kCancelPoll);
     if (may_send && rate_mode && active_.size() < cap) wake = std::min(wake, next_arrival);
     if (on_progress_ && !warmup) wake = std::min(wake, next_progress_);
     if (may_send) wake = std::min(wake, send_deadline);
-    // epoll_pwait2 takes a timespec: no rounding of curl's short timers up to
-    // whole milliseconds, which would add to every measured latency.
-    const timespec wait = absl::ToTimespec(std::max(wake - now, absl::ZeroDuration()));
+    if (health_.active) wake = std::min(wake, health_.next_tick);
+    // epoll_pwait2 takes a timespec: no rounding of short timers up to whole
+    // milliseconds, which would add to every measured latency.
+    const absl::Time before = absl::Now();
+    const timespec wait = absl::ToTimespec(std::max(wake - before, absl::ZeroDuration()));
     const int n =
         epoll_pwait2(epoll_fd_, events.data(), static_cast<int>(events.size()), &wait, nullptr);
+    const absl::Time woke = absl::Now();
+    if (health_.active) {
+      health_.blocked += woke - before;
+      if (woke >= health_.next_tick) {
+        health_.loop_lag.RecordStall(woke - health_.next_tick, kLagTick);
+        health_.next_tick = woke + kLagTick;
+      }
+    }
     for (int i = 0; i < n; ++i) {
-      int flags = 0;
-      if ((events[i].events & EPOLLIN) != 0) flags |= CURL_CSELECT_IN;
-      if ((events[i].events & EPOLLOUT) != 0) flags |= CURL_CSELECT_OUT;
-      if ((events[i].events & (EPOLLERR | EPOLLHUP)) != 0) flags |= CURL_CSELECT_ERR;
-      curl_multi_socket_action(multi_, events[i].data.fd, flags, &running);
+      const uint64_t completions = completions_;
+      transport_->HandleEvent(events[i]);
+      // Refill at once, as wrk does, rather than after the whole batch: the
+      // server should not idle while the loop reads other replies.
+      if (completions_ != completions) refill(absl::Now());
     }
-    if (absl::Now() >= timer_deadline_) {
-      timer_deadline_ = absl::InfiniteFuture();
-      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+    transport_->AfterEvents();
+    if (const absl::Time t = absl::Now(); t >= transport_->NextDeadline()) {
+      transport_->HandleDeadline(t);
     }
-    DrainCompleted();
     if (!warmup) ReportProgress(absl::Now(), false);
   }
+  if (!warmup) EndHealth(absl::Now());
   return absl::OkStatus();
 }
 
 absl::StatusOr<RunOutput> Engine::Run() {
   CREST_RETURN_IF_ERROR(Init());
   if (!options_.target.management_url.empty()) CREST_RETURN_IF_ERROR(CheckReady(options_.target));
+  // One connection per client slot, opened before anything is measured.
+  transport_->Preconnect(plan_.concurrency, absl::Now() + kPreconnectWait);
   if (plan_.warmup > 0) CREST_RETURN_IF_ERROR(RunPhase(plan_.warmup, /*warmup=*/true));
   next_prompt_ = 0;  // measured requests start at the top of the dataset too
   if (plan_.measured != std::numeric_limits<uint64_t>::max()) {
@@ -586,6 +536,11 @@ absl::StatusOr<RunOutput> Engine::Run() {
   std::sort(output_.requests.begin(), output_.requests.end(),
             [](const RequestRecord& a, const RequestRecord& b) { return a.index < b.index; });
   output_.result = ComputeResult(output_.requests, plan_.concurrency);
+  *output_.result.mutable_client() = health_.result;
+  if (health_.result.client_bound()) {
+    spdlog::warn("client-bound run (the load generator limited it): {}",
+                 health_.result.client_bound_reason());
+  }
   uint64_t mismatches = 0;
   for (const RequestRecord& r : output_.requests) mismatches += r.token_count_mismatch ? 1 : 0;
   if (mismatches > 0) {

@@ -1,17 +1,9 @@
 #include "loadgen/sse_parser.h"
 
-#include <nlohmann/json.hpp>
+#include "loadgen/reply_scan.h"
 
 namespace crest::loadgen {
 namespace {
-
-using nlohmann::json;
-
-int64_t IntField(const json& object, const char* key) {
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) return -1;
-  return it->get<int64_t>();
-}
 
 bool Fail(ReplyState& state, const char* reason) {
   if (state.failure.empty()) state.failure = reason;
@@ -19,34 +11,28 @@ bool Fail(ReplyState& state, const char* reason) {
 }
 
 // MindIE /infer: {"token":{...},"generated_text":..,"details":{...}|null}.
-bool HandleMindie(const json& event, ReplyState& state) {
-  auto token = event.find("token");
-  auto details = event.find("details");
-  if (token == event.end() && details == event.end()) return false;
-  if (token != event.end() && token->is_object()) ++state.token_events;
-  if (details != event.end() && details->is_object()) {
+bool HandleMindie(const ReplyFields& f, ReplyState& state) {
+  if (!f.token && !f.details) return false;
+  if (f.token_object) ++state.token_events;
+  if (f.details_object) {
     state.final_seen = true;
-    state.usage_output = IntField(*details, "generated_tokens");
-    state.usage_input = IntField(*details, "prompt_tokens");
+    state.usage_output = f.details_generated;
+    state.usage_input = f.details_prompt;
   }
   return true;
 }
 
 // OpenAI /v1/completions: {"choices":[{"text":..,"finish_reason":..}],"usage":{..}}.
-bool HandleOpenAi(const json& event, ReplyState& state) {
-  auto choices = event.find("choices");
-  if (choices == event.end() || !choices->is_array()) return false;
-  if (!choices->empty()) {
-    const json& choice = choices->front();
-    if (!choice.is_object()) return false;
+bool HandleOpenAi(const ReplyFields& f, ReplyState& state) {
+  if (!f.choices_array) return false;
+  if (f.choice0) {
+    if (!f.choice0_object) return false;
     ++state.token_events;
-    auto finish = choice.find("finish_reason");
-    if (finish != choice.end() && finish->is_string()) state.final_seen = true;
+    if (f.finish_reason_string) state.final_seen = true;
   }
-  auto usage = event.find("usage");
-  if (usage != event.end() && usage->is_object()) {
-    state.usage_output = IntField(*usage, "completion_tokens");
-    state.usage_input = IntField(*usage, "prompt_tokens");
+  if (f.usage_object) {
+    state.usage_output = f.usage_completion;
+    state.usage_input = f.usage_prompt;
   }
   return true;
 }
@@ -59,31 +45,28 @@ bool HandleStreamEvent(crest::v1::BenchmarkApi api, std::string_view data, Reply
     return true;
   }
   if (state.done_seen) return Fail(state, "malformed_sse");  // nothing may follow [DONE]
-  json event = json::parse(data, nullptr, /*allow_exceptions=*/false);
-  if (!event.is_object()) return Fail(state, "malformed_sse");
-  if (event.contains("error")) return Fail(state, "stream_error");
+  ReplyFields event;
+  if (!ScanReply(data, event)) return Fail(state, "malformed_sse");
+  if (event.error) return Fail(state, "stream_error");
   const bool ok = api == crest::v1::BENCHMARK_API_OPENAI ? HandleOpenAi(event, state)
                                                          : HandleMindie(event, state);
   return ok || Fail(state, "malformed_sse");
 }
 
 bool HandleTextBody(crest::v1::BenchmarkApi api, std::string_view body, ReplyState& state) {
-  json reply = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!reply.is_object()) return Fail(state, "malformed_body");
+  ReplyFields reply;
+  if (!ScanReply(body, reply)) return Fail(state, "malformed_body");
   if (api == crest::v1::BENCHMARK_API_OPENAI) {
-    auto choices = reply.find("choices");
-    if (choices == reply.end() || !choices->is_array()) return Fail(state, "malformed_body");
-    auto usage = reply.find("usage");
-    if (usage != reply.end() && usage->is_object()) {
-      state.usage_output = IntField(*usage, "completion_tokens");
-      state.usage_input = IntField(*usage, "prompt_tokens");
+    if (!reply.choices_array) return Fail(state, "malformed_body");
+    if (reply.usage_object) {
+      state.usage_output = reply.usage_completion;
+      state.usage_input = reply.usage_prompt;
     }
   } else {
-    if (!reply.contains("generated_text")) return Fail(state, "malformed_body");
-    auto details = reply.find("details");
-    if (details != reply.end() && details->is_object()) {
-      state.usage_output = IntField(*details, "generated_tokens");
-      state.usage_input = IntField(*details, "prompt_tokens");
+    if (!reply.generated_text) return Fail(state, "malformed_body");
+    if (reply.details_object) {
+      state.usage_output = reply.details_generated;
+      state.usage_input = reply.details_prompt;
     }
   }
   state.final_seen = true;

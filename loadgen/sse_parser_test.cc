@@ -102,7 +102,12 @@ TEST(StreamEventTest, BadEventsAreMalformedOrStreamErrors) {
         Case{crest::v1::BENCHMARK_API_MINDIE, "[1,2]", "malformed_sse"},
         Case{crest::v1::BENCHMARK_API_MINDIE, R"({"foo":1})", "malformed_sse"},
         Case{crest::v1::BENCHMARK_API_OPENAI, R"({"token":{}})", "malformed_sse"},
-        Case{crest::v1::BENCHMARK_API_OPENAI, R"({"error":"overloaded"})", "stream_error"}}) {
+        Case{crest::v1::BENCHMARK_API_OPENAI, R"({"error":"overloaded"})", "stream_error"},
+        Case{crest::v1::BENCHMARK_API_MINDIE, R"({"token":{}} trailing)", "malformed_sse"},
+        Case{crest::v1::BENCHMARK_API_MINDIE, R"("token")", "malformed_sse"},
+        Case{crest::v1::BENCHMARK_API_OPENAI, R"({"choices":{}})", "malformed_sse"},
+        Case{crest::v1::BENCHMARK_API_OPENAI, R"({"choices":[1]})", "malformed_sse"},
+        Case{crest::v1::BENCHMARK_API_MINDIE, R"({"token":{},"error":null})", "stream_error"}}) {
     ReplyState st;
     EXPECT_FALSE(HandleStreamEvent(c.api, c.data, st)) << c.data;
     EXPECT_EQ(st.failure, c.reason) << c.data;
@@ -111,6 +116,30 @@ TEST(StreamEventTest, BadEventsAreMalformedOrStreamErrors) {
   ASSERT_TRUE(HandleStreamEvent(crest::v1::BENCHMARK_API_MINDIE, "[DONE]", st));
   EXPECT_FALSE(HandleStreamEvent(crest::v1::BENCHMARK_API_MINDIE, R"({"token":{}})", st));
   EXPECT_EQ(st.failure, "malformed_sse");
+}
+
+TEST(StreamEventTest, OnlyTheTopLevelMembersCount) {
+  // Keys of the same names deeper in the event, and later choices, change nothing.
+  ReplyState st;
+  EXPECT_TRUE(HandleStreamEvent(
+      crest::v1::BENCHMARK_API_MINDIE,
+      R"({"token":{"details":{"generated_tokens":9},"error":1},"details":null,"x":[{"usage":{}}]})",
+      st));
+  EXPECT_EQ(st.token_events, 1U);
+  EXPECT_FALSE(st.final_seen);
+  EXPECT_EQ(st.usage_output, -1);
+  ReplyState oa;
+  EXPECT_TRUE(HandleStreamEvent(
+      crest::v1::BENCHMARK_API_OPENAI,
+      R"({"choices":[{"text":"a","finish_reason":null},{"finish_reason":"stop"}],"usage":{"completion_tokens":1.5,"prompt_tokens":4}})",
+      oa));
+  EXPECT_EQ(oa.token_events, 1U);
+  EXPECT_FALSE(oa.final_seen);
+  EXPECT_EQ(oa.usage_output, -1);  // not an integer
+  EXPECT_EQ(oa.usage_input, 4);
+  ReplyState empty;
+  EXPECT_TRUE(HandleStreamEvent(crest::v1::BENCHMARK_API_OPENAI, R"({"choices":[]})", empty));
+  EXPECT_EQ(empty.token_events, 0U);
 }
 
 TEST(TextBodyTest, BothFormatsAndErrors) {
@@ -130,6 +159,12 @@ TEST(TextBodyTest, BothFormatsAndErrors) {
   ReplyState bad;
   EXPECT_FALSE(HandleTextBody(crest::v1::BENCHMARK_API_OPENAI, "{\"x\":1}", bad));
   EXPECT_EQ(bad.failure, "malformed_body");
+  for (const char* body : {"", "{", R"({"generated_text":"a"} x)", R"(["generated_text"])",
+                           R"({"details":{"generated_tokens":3}})"}) {
+    ReplyState st;
+    EXPECT_FALSE(HandleTextBody(crest::v1::BENCHMARK_API_MINDIE, body, st)) << body;
+    EXPECT_EQ(st.failure, "malformed_body") << body;
+  }
 }
 
 }  // namespace

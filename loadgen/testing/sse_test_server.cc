@@ -1,13 +1,20 @@
 #include "loadgen/testing/sse_test_server.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace crest::loadgen::testing {
 
@@ -53,6 +60,28 @@ std::string Chunk(std::string_view data) {
 }
 
 std::string JsonString(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// The kernel's receive time of the newest bytes queued on `fd` (peeked, not
+// read); InfinitePast when there is none.
+absl::Time KernelArrival(int fd) {
+  char data[16384];
+  char control[CMSG_SPACE(sizeof(timespec))];
+  iovec iov{data, sizeof(data)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (recvmsg(fd, &msg, MSG_PEEK | MSG_DONTWAIT) <= 0) return absl::InfinitePast();
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec ts{};
+      std::memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
+      return absl::TimeFromTimespec(ts);
+    }
+  }
+  return absl::InfinitePast();
+}
 
 std::string TokenEvent(bool openai, uint32_t i, bool last, uint32_t usage_tokens,
                        uint32_t prompt_tokens, const std::string& model, const std::string& all) {
@@ -178,11 +207,13 @@ awaitable<bool> SseTestServer::Impl::Reply(Stream& stream,
       }
       events += TokenEvent(openai, i, i + 1 == n, usage, o.prompt_tokens, rec.model, all);
     }
+    // Stamped as the write begins: asio writes at once and may resume this
+    // coroutine later, when the thread is busy with other streams.
+    const absl::Time writing = absl::Now();
     co_await asio::async_write(stream, asio::buffer(Chunk(events)), token);
     if (ec) co_return false;
-    const absl::Time now = absl::Now();
-    if (rec.tokens_sent == 0) rec.first_token_sent = now;
-    rec.last_byte_sent = now;
+    if (rec.tokens_sent == 0) rec.first_token_sent = writing;
+    rec.last_byte_sent = absl::Now();
     rec.tokens_sent = i;
     if (i < n && o.token_interval > absl::ZeroDuration()) {
       timer.expires_after(absl::ToChronoMicroseconds(o.token_interval));
@@ -221,18 +252,28 @@ awaitable<void> SseTestServer::Impl::Serve(Stream& stream) {
   beast::flat_buffer buffer;
   boost::system::error_code ec;
   while (true) {
+    absl::Time arrived = absl::InfinitePast();
+    if constexpr (std::is_same_v<Stream, tcp::socket>) {
+      if (options.stamp_arrival && buffer.size() == 0) {
+        co_await stream.async_wait(tcp::socket::wait_read,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return;
+        arrived = KernelArrival(stream.native_handle());
+      }
+    }
     http::request<http::string_body> req;
     co_await http::async_read(stream, buffer, req, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;
     ServedRequest rec;
     rec.received = absl::Now();
+    rec.arrived = arrived == absl::InfinitePast() ? rec.received : arrived;
     {
       absl::MutexLock lock(&mu);
       ++received;
     }
     const bool keep = co_await Reply(stream, req, rec);
     Record(std::move(rec));
-    if (!keep || !req.keep_alive()) co_return;
+    if (!keep || !req.keep_alive() || options.close_after_reply) co_return;
   }
 }
 
@@ -255,6 +296,10 @@ awaitable<void> SseTestServer::Impl::Accept() {
         co_await acceptor.async_accept(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;
     socket.set_option(tcp::no_delay(true), ec);
+    if (options.stamp_arrival) {
+      const int one = 1;
+      setsockopt(socket.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+    }
     {
       absl::MutexLock lock(&mu);
       ++connections;
@@ -282,7 +327,15 @@ absl::StatusOr<std::unique_ptr<SseTestServer>> SseTestServer::Start(
   const uint16_t port = impl->acceptor.local_endpoint().port();
   asio::co_spawn(impl->io, impl->Accept(), asio::detached);
   for (int i = 0; i < std::max(1, options.threads); ++i) {
-    impl->threads.emplace_back([io = &impl->io] { io->run(); });
+    impl->threads.emplace_back([io = &impl->io, cpus = options.cpus] {
+      if (!cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (uint32_t cpu : cpus) CPU_SET(cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+      }
+      io->run();
+    });
   }
   auto server = std::unique_ptr<SseTestServer>(new SseTestServer(std::move(impl)));
   server->port_ = port;

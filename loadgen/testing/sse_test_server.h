@@ -36,7 +36,15 @@ struct SseServerOptions {
   Fault fault = Fault::kNone;
   int http_status = 503;
   uint32_t fault_after_tokens = 2;
+  // Record ServedRequest::arrived from the kernel (a peek per request, which
+  // costs the server a wait and a syscall per request); else arrived = received.
+  bool stamp_arrival = false;
+  // Close each connection after one reply without announcing it (no
+  // "Connection: close"), as servers with short keep-alive timeouts do.
+  bool close_after_reply = false;
   int threads = 1;
+  // CPUs the server's threads run on (benchmarks keep it off the client's); empty: any.
+  std::vector<uint32_t> cpus;
   // When both are set the server speaks HTTPS only.
   std::string cert_file;
   std::string key_file;
@@ -49,8 +57,12 @@ struct ServedRequest {
   uint32_t max_tokens = 0;
   std::string model;
   std::string prompt;
-  absl::Time received;          // request fully read
-  absl::Time first_token_sent;  // first token's bytes handed to the kernel
+  absl::Time received;  // request fully read by the server
+  // When the request's bytes reached the server's kernel (SO_TIMESTAMPNS;
+  // with stamp_arrival on plain TCP, else = received): unlike `received`, no
+  // time the request waited for a busy server thread.
+  absl::Time arrived;
+  absl::Time first_token_sent;  // first token's bytes handed to the kernel (the write begins)
   absl::Time last_byte_sent;    // end of the reply handed to the kernel
   uint32_t tokens_sent = 0;
   bool completed = false;  // the reply ended as the contract says

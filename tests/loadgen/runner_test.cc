@@ -10,7 +10,9 @@
 #include <atomic>
 #include <future>
 #include <numeric>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
 
 #include "common/testing/status_matchers.h"
@@ -62,9 +64,24 @@ std::unique_ptr<SseTestServer> StartServer(const SseServerOptions& options) {
   return server.ok() ? std::move(*server) : nullptr;
 }
 
+// A server answering at once: first token after 1 ms, then one token per ms.
+std::unique_ptr<SseTestServer> StartFastServer(uint32_t tokens) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = tokens;
+  return StartServer(so);
+}
+
 double Ratio(double measured, double truth) { return truth == 0 ? 0 : measured / truth; }
 
-class PacedAccuracyTest : public ::testing::TestWithParam<crest::v1::BenchmarkApi> {};
+const char* ClientName(HttpClient c) { return c == HttpClient::kLibcurl ? "libcurl" : "own"; }
+
+class PacedAccuracyTest
+    : public ::testing::TestWithParam<std::tuple<crest::v1::BenchmarkApi, HttpClient>> {
+ protected:
+  crest::v1::BenchmarkApi Api() const { return std::get<0>(GetParam()); }
+};
 
 TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServerTruth) {
   SseServerOptions so;
@@ -73,11 +90,13 @@ TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServer
   so.first_token_delay = absl::Milliseconds(200);
   so.token_interval = absl::Milliseconds(10);
   so.tokens = 20;
+  so.stamp_arrival = true;
   auto server = StartServer(so);
   ASSERT_NE(server, nullptr);
   RunOptions o = Synthetic(server->url(), 4, 12);
-  o.spec.set_api(GetParam());
+  o.spec.set_api(Api());
   o.spec.set_model_name("m1");
+  o.http_client = std::get<1>(GetParam());
   // Warm-up opens the four keep-alive connections, so the measured requests
   // compare like with like (the server cannot see connection set-up).
   o.spec.set_warmup_requests(4);
@@ -90,7 +109,7 @@ TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServer
   std::vector<testing::ServedRequest> served = server->Served();
   ASSERT_EQ(served.size(), 16U);
   std::sort(served.begin(), served.end(),
-            [](const auto& a, const auto& b) { return a.received < b.received; });
+            [](const auto& a, const auto& b) { return a.arrived < b.arrived; });
   served.erase(served.begin(), served.begin() + 4);  // the warm-up requests
   absl::Time first = absl::InfiniteFuture();
   absl::Time last = absl::InfinitePast();
@@ -100,14 +119,14 @@ TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServer
     EXPECT_TRUE(s.completed);
     EXPECT_TRUE(s.stream);
     EXPECT_EQ(s.max_tokens, 20U);
-    EXPECT_EQ(s.path, GetParam() == crest::v1::BENCHMARK_API_OPENAI ? "/v1/completions" : "/infer");
-    if (GetParam() == crest::v1::BENCHMARK_API_OPENAI) {
+    EXPECT_EQ(s.path, Api() == crest::v1::BENCHMARK_API_OPENAI ? "/v1/completions" : "/infer");
+    if (Api() == crest::v1::BENCHMARK_API_OPENAI) {
       EXPECT_EQ(s.model, "m1");
     }
-    first = std::min(first, s.received);
+    first = std::min(first, s.arrived);
     last = std::max(last, s.last_byte_sent);
     tokens += s.tokens_sent;
-    ttft_sum += absl::ToDoubleMilliseconds(s.first_token_sent - s.received);
+    ttft_sum += absl::ToDoubleMilliseconds(s.first_token_sent - s.arrived);
   }
   const double true_speed = static_cast<double>(tokens) / absl::ToDoubleSeconds(last - first);
   const double true_ttft = ttft_sum / static_cast<double>(served.size());
@@ -138,9 +157,16 @@ TEST_P(PacedAccuracyTest, GenerateSpeedAndFirstTokenTimeWithinTwoPercentOfServer
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BothApis, PacedAccuracyTest,
-                         ::testing::Values(crest::v1::BENCHMARK_API_MINDIE,
-                                           crest::v1::BENCHMARK_API_OPENAI));
+INSTANTIATE_TEST_SUITE_P(
+    BothApisBothClients, PacedAccuracyTest,
+    ::testing::Combine(::testing::Values(crest::v1::BENCHMARK_API_MINDIE,
+                                         crest::v1::BENCHMARK_API_OPENAI),
+                       ::testing::Values(HttpClient::kAuto, HttpClient::kLibcurl)),
+    [](const auto& info) {
+      return absl::StrCat(
+          std::get<0>(info.param) == crest::v1::BENCHMARK_API_OPENAI ? "openai" : "mindie", "_",
+          ClientName(std::get<1>(info.param)));
+    });
 
 TEST(RunnerTest, PackedEventsAreAllCounted) {
   SseServerOptions so;
@@ -163,18 +189,22 @@ struct FaultCase {
   const char* reason;
 };
 
-class FaultTest : public ::testing::TestWithParam<FaultCase> {};
+class FaultTest : public ::testing::TestWithParam<std::tuple<FaultCase, HttpClient>> {
+ protected:
+  const FaultCase& Case() const { return std::get<0>(GetParam()); }
+};
 
 TEST_P(FaultTest, EveryRequestFailsWithItsReasonAndTheRunFinishes) {
   SseServerOptions so;
   so.first_token_delay = absl::Milliseconds(5);
   so.token_interval = absl::Milliseconds(2);
   so.tokens = 10;
-  so.fault = GetParam().fault;
-  so.http_status = GetParam().http_status;
+  so.fault = Case().fault;
+  so.http_status = Case().http_status;
   auto server = StartServer(so);
   ASSERT_NE(server, nullptr);
   RunOptions o = Synthetic(server->url(), 2, 4);
+  o.http_client = std::get<1>(GetParam());
   *o.spec.mutable_request_timeout() = TimeUtil::MillisecondsToDuration(400);
   absl::StatusOr<RunOutput> out = RunWithDeadline(o);
   ASSERT_THAT(out, IsOk());
@@ -182,24 +212,28 @@ TEST_P(FaultTest, EveryRequestFailsWithItsReasonAndTheRunFinishes) {
   EXPECT_EQ(r.succeeded(), 0U);
   EXPECT_EQ(r.failed(), 4U);
   EXPECT_EQ(r.failures().size(), 1U);
-  EXPECT_EQ(r.failures().count(GetParam().reason), 1U) << "reasons: " << r.ShortDebugString();
+  EXPECT_EQ(r.failures().count(Case().reason), 1U) << "reasons: " << r.ShortDebugString();
   EXPECT_EQ(r.output_tokens(), 0U);
   ASSERT_EQ(out->requests.size(), 4U);
   for (const RequestRecord& rec : out->requests) {
     EXPECT_FALSE(rec.ok);
-    EXPECT_EQ(rec.failure, GetParam().reason);
+    EXPECT_EQ(rec.failure, Case().reason);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, FaultTest,
-    ::testing::Values(FaultCase{"http503", Fault::kHttpError, 503, "http_503"},
-                      FaultCase{"http500", Fault::kHttpError, 500, "http_500"},
-                      FaultCase{"reset", Fault::kResetMidStream, 0, "reset"},
-                      FaultCase{"malformed", Fault::kMalformedSse, 0, "malformed_sse"},
-                      FaultCase{"stall", Fault::kStall, 0, "timeout"},
-                      FaultCase{"truncated", Fault::kTruncate, 0, "truncated"}),
-    [](const ::testing::TestParamInfo<FaultCase>& info) { return info.param.name; });
+    ::testing::Combine(::testing::Values(FaultCase{"http503", Fault::kHttpError, 503, "http_503"},
+                                         FaultCase{"http500", Fault::kHttpError, 500, "http_500"},
+                                         FaultCase{"reset", Fault::kResetMidStream, 0, "reset"},
+                                         FaultCase{"malformed", Fault::kMalformedSse, 0,
+                                                   "malformed_sse"},
+                                         FaultCase{"stall", Fault::kStall, 0, "timeout"},
+                                         FaultCase{"truncated", Fault::kTruncate, 0, "truncated"}),
+                       ::testing::Values(HttpClient::kAuto, HttpClient::kLibcurl)),
+    [](const auto& info) {
+      return absl::StrCat(std::get<0>(info.param).name, "_", ClientName(std::get<1>(info.param)));
+    });
 
 TEST(RunnerTest, RefusedConnectionsAreCountedAsConnectFailures) {
   absl::StatusOr<uint16_t> port = testing::ClosedPort();
@@ -250,11 +284,7 @@ TEST(RunnerTest, TextModeTakesTokensFromTheBody) {
 }
 
 TEST(RunnerTest, WarmupRequestsAreSentButNotMeasured) {
-  SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 3;
-  auto server = StartServer(so);
+  auto server = StartFastServer(3);
   ASSERT_NE(server, nullptr);
   RunOptions o = Synthetic(server->url(), 2, 5);
   o.spec.set_warmup_requests(3);
@@ -270,11 +300,7 @@ TEST(RunnerTest, WarmupRequestsAreSentButNotMeasured) {
 }
 
 TEST(RunnerTest, ConstantRateModeSendsRateTimesDurationRequests) {
-  SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 2;
-  auto server = StartServer(so);
+  auto server = StartFastServer(2);
   ASSERT_NE(server, nullptr);
   RunOptions o = Synthetic(server->url(), 1000, 0);
   o.spec.set_request_rate(20);
@@ -289,11 +315,7 @@ TEST(RunnerTest, ConstantRateModeSendsRateTimesDurationRequests) {
 }
 
 TEST(RunnerTest, PoissonScheduleIsReproducibleForASeed) {
-  SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 2;
-  auto server = StartServer(so);
+  auto server = StartFastServer(2);
   ASSERT_NE(server, nullptr);
   RunOptions o = Synthetic(server->url(), 1000, 15);
   o.spec.set_request_rate(200);
@@ -304,11 +326,7 @@ TEST(RunnerTest, PoissonScheduleIsReproducibleForASeed) {
 }
 
 TEST(RunnerTest, GsmDatasetPromptsAreSentInOrder) {
-  SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 2;
-  auto server = StartServer(so);
+  auto server = StartFastServer(2);
   ASSERT_NE(server, nullptr);
   RunOptions o;
   o.target.base_url = server->url();
@@ -381,11 +399,7 @@ TEST(RunnerTest, CancelStopsPromptlyWithCancelled) {
 }
 
 TEST(RunnerTest, ProgressIsReported) {
-  SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 3;
-  auto server = StartServer(so);
+  auto server = StartFastServer(3);
   ASSERT_NE(server, nullptr);
   std::vector<crest::v1::BenchmarkProgress> seen;
   absl::StatusOr<RunOutput> out = RunBenchmark(
@@ -398,11 +412,7 @@ TEST(RunnerTest, ProgressIsReported) {
 }
 
 TEST(RunnerTest, ManagementReadinessIsCheckedFirst) {
-  SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 2;
-  auto server = StartServer(so);
+  auto server = StartFastServer(2);
   ASSERT_NE(server, nullptr);
   RunOptions o = Synthetic(server->url(), 1, 1);
   o.target.management_url = server->url();
@@ -412,6 +422,115 @@ TEST(RunnerTest, ManagementReadinessIsCheckedFirst) {
   o.target.management_url = "http://127.0.0.1:" + std::to_string(*port);
   EXPECT_THAT(RunWithDeadline(o),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/v2/health/ready")));
+}
+
+TEST(RunnerTest, RefusedConnectionsFailAlsoOnLibcurl) {
+  absl::StatusOr<uint16_t> port = testing::ClosedPort();
+  ASSERT_THAT(port, IsOk());
+  RunOptions o = Synthetic("http://127.0.0.1:" + std::to_string(*port), 2, 3);
+  o.http_client = HttpClient::kLibcurl;
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.failures().at("connect"), 3U);
+}
+
+TEST(RunnerTest, ConnectionsTheServerClosesAfterEachReplyAreReopened) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 3;
+  so.close_after_reply = true;  // without saying so: the client finds out by itself
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  for (HttpClient client : {HttpClient::kAuto, HttpClient::kLibcurl}) {
+    RunOptions o = Synthetic(server->url(), 2, 20);
+    o.http_client = client;
+    absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+    ASSERT_THAT(out, IsOk());
+    EXPECT_EQ(out->result.succeeded(), 20U)
+        << ClientName(client) << " " << out->result.ShortDebugString();
+  }
+}
+
+TEST(RunnerTest, HostNamesAreResolved) {
+  auto server = StartFastServer(2);
+  ASSERT_NE(server, nullptr);
+  // localhost may name ::1 first; the server listens on 127.0.0.1 only.
+  absl::StatusOr<RunOutput> out =
+      RunWithDeadline(Synthetic("http://localhost:" + std::to_string(server->port()), 2, 4));
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 4U) << out->result.ShortDebugString();
+}
+
+TEST(RunnerTest, EveryResultCarriesTheClientsHealth) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(5);
+  so.token_interval = absl::Milliseconds(5);
+  so.tokens = 4;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(Synthetic(server->url(), 2, 6));
+  ASSERT_THAT(out, IsOk());
+  ASSERT_TRUE(out->result.has_client());
+  const crest::v1::ClientHealth& c = out->result.client();
+  EXPECT_GT(c.wall_seconds(), 0);
+  EXPECT_GE(c.cpu_seconds(), 0);
+  EXPECT_GE(c.loop_busy(), 0);
+  EXPECT_LE(c.loop_busy(), 1);
+  EXPECT_GE(c.loop_lag_max_ms(), c.loop_lag_p99_ms());
+  EXPECT_GE(c.loop_lag_p99_ms(), c.loop_lag_p50_ms());
+  EXPECT_EQ(c.send_lag_p99_ms(), 0);  // concurrency mode has no schedule
+  EXPECT_EQ(c.client_bound(), !c.client_bound_reason().empty());
+}
+
+// A server that floods tokens while the client's loop is held up (its
+// progress callback, which runs on the loop thread, sleeps longer than the
+// progress interval): replies are always waiting, the loop never waits for
+// them. The mark cannot be missed however loaded the machine is.
+TEST(ClientBoundTest, AServerFasterThanTheClientCanRead) {
+  SseServerOptions so;
+  so.first_token_delay = absl::ZeroDuration();
+  so.token_interval = absl::ZeroDuration();
+  so.events_per_write = 10;
+  so.tokens = 50;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 10, 20);
+  absl::StatusOr<RunOutput> out = RunBenchmark(
+      o,
+      [](const crest::v1::BenchmarkProgress&) {
+        absl::SleepFor(absl::Milliseconds(600));  // the burden, not synchronisation
+      },
+      nullptr);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 20U);
+  const crest::v1::ClientHealth& c = out->result.client();
+  EXPECT_TRUE(c.client_bound());
+  EXPECT_GE(c.loop_busy(), 0.9);
+  EXPECT_GT(c.loop_lag_p99_ms(), 100);
+  EXPECT_THAT(c.client_bound_reason(), HasSubstr("event loop busy"));
+  EXPECT_THAT(c.client_bound_reason(), HasSubstr("event-loop lag p99"));
+}
+
+// 10 million requests a second: all 2000 are due within 0.2 ms, and no client
+// on any machine turns 2000 requests around in that time.
+TEST(ClientBoundTest, ARateTheClientCannotHold) {
+  SseServerOptions so;
+  so.tokens = 2;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  RunOptions o = Synthetic(server->url(), 100, 2000);
+  o.spec.set_task_kind(crest::v1::TASK_KIND_TEXT);
+  o.spec.set_request_rate(1e7);
+  o.spec.set_distribution(crest::v1::ARRIVAL_DISTRIBUTION_CONSTANT);
+  absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->result.succeeded(), 2000U);
+  const crest::v1::ClientHealth& c = out->result.client();
+  EXPECT_TRUE(c.client_bound());
+  EXPECT_GT(c.send_lag_p99_ms(), 2);
+  EXPECT_GE(c.send_lag_max_ms(), c.send_lag_p99_ms());
+  EXPECT_THAT(c.client_bound_reason(), HasSubstr("sends fell behind the schedule"));
 }
 
 TEST(RunnerTest, BadSpecsAreInvalidArgument) {
