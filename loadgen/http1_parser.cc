@@ -1,203 +1,170 @@
 #include "loadgen/http1_parser.h"
 
-#include <algorithm>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include <limits>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 
 namespace crest::loadgen {
 namespace {
 
-constexpr size_t kMaxLine = size_t{16} * 1024;
+namespace http = boost::beast::http;
+using boost::beast::error_code;
+using boost::beast::string_view;
+
+constexpr std::uint32_t kHeaderLimit = 16 * 1024;
+
+std::string_view View(string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
-bool Http1ResponseParser::TakeLine(absl::string_view bytes, size_t* pos, absl::string_view* line) {
-  if (line_taken_) {  // the previous line was handed out from line_: it is used now
-    line_.clear();
-    line_taken_ = false;
+// Beast's response parser with the callbacks forwarded to the current sink.
+// Beast takes care of framing (Content-Length, chunked, to the end of the
+// connection, no body for 1xx/204/304) and of keep-alive.
+class Http1ResponseParser::BeastParser final : public http::basic_parser<false> {
+ public:
+  BeastParser() {
+    header_limit(kHeaderLimit);
+    // A stream may run as long as the run does.
+    body_limit(std::numeric_limits<std::uint64_t>::max());
+    eager(true);              // hand body bytes on as they arrive
   }
-  const size_t nl = bytes.find('\n', *pos);
-  if (nl == absl::string_view::npos) {
-    line_.append(bytes.data() + *pos, bytes.size() - *pos);
-    *pos = bytes.size();
-    return false;
+  void set_sink(Http1Sink* sink) { sink_ = sink; }
+  int status() const { return status_; }
+  bool aborted() const { return aborted_; }
+  bool header_seen() const { return header_seen_; }
+
+ private:
+  void on_request_impl(http::verb /*method*/, string_view /*method_str*/, string_view /*target*/,
+                       int /*version*/, error_code& ec) override {
+    ec = http::error::bad_method;  // a response parser never sees a request line
   }
-  absl::string_view part = bytes.substr(*pos, nl - *pos);
-  *pos = nl + 1;
-  if (line_.empty()) {
-    *line = part;
-  } else {
-    line_.append(part.data(), part.size());
-    *line = line_;
-    line_taken_ = true;
+  void on_response_impl(int code, string_view /*reason*/, int /*version*/,
+                        error_code& /*ec*/) override {
+    status_ = code;
   }
-  if (!line->empty() && line->back() == '\r') line->remove_suffix(1);
-  return true;
+  void on_field_impl(http::field /*name*/, string_view /*name_string*/, string_view /*value*/,
+                     error_code& /*ec*/) override {}
+  void on_header_impl(error_code& ec) override {
+    header_seen_ = true;
+    if (status_ >= 200 && !sink_->OnStatus(status_)) Abort(ec);
+  }
+  void on_body_init_impl(const boost::optional<std::uint64_t>& /*length*/,
+                         error_code& /*ec*/) override {}
+  std::size_t on_body_impl(string_view body, error_code& ec) override {
+    if (!sink_->OnBody(View(body))) Abort(ec);
+    return body.size();
+  }
+  void on_chunk_header_impl(std::uint64_t /*size*/, string_view /*extensions*/,
+                            error_code& /*ec*/) override {}
+  std::size_t on_chunk_body_impl(std::uint64_t /*remain*/, string_view body,
+                                 error_code& ec) override {
+    return on_body_impl(body, ec);
+  }
+  void on_finish_impl(error_code& /*ec*/) override {}
+
+  void Abort(error_code& ec) {
+    aborted_ = true;
+    // Any error stops Beast; aborted_ tells it apart from a parse error.
+    ec = http::error::bad_alloc;
+  }
+
+  Http1Sink* sink_ = nullptr;
+  int status_ = 0;
+  bool header_seen_ = false;
+  bool aborted_ = false;
+};
+
+Http1ResponseParser::Http1ResponseParser() : parser_(std::make_unique<BeastParser>()) {}
+Http1ResponseParser::~Http1ResponseParser() = default;
+Http1ResponseParser::Http1ResponseParser(Http1ResponseParser&&) noexcept = default;
+Http1ResponseParser& Http1ResponseParser::operator=(Http1ResponseParser&&) noexcept = default;
+
+void Http1ResponseParser::Reset() { *this = Http1ResponseParser(); }
+
+bool Http1ResponseParser::in_body() const {
+  return !failed_ && parser_->is_header_done() && !parser_->is_done();
 }
 
-bool Http1ResponseParser::StatusLine(absl::string_view line) {
-  // "HTTP/1.1 200 OK": the reason phrase is optional and ignored.
-  if (!absl::StartsWith(line, "HTTP/1.") || line.size() < 12 || line[8] != ' ') return false;
-  http10_ = line[7] == '0';
-  keep_alive_ = !http10_;
-  saw_keep_alive_ = false;
-  chunked_ = false;
-  content_length_ = -1;
-  return absl::SimpleAtoi(line.substr(9, 3), &status_) && status_ >= 100 && status_ <= 999;
-}
-
-bool Http1ResponseParser::HeaderLine(absl::string_view line) {
-  const size_t colon = line.find(':');
-  if (colon == absl::string_view::npos || colon == 0) return false;
-  const absl::string_view name = line.substr(0, colon);
-  const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-  if (absl::EqualsIgnoreCase(name, "content-length")) {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(value, &n) || n < 0) return false;
-    if (content_length_ >= 0 && content_length_ != n) return false;  // conflicting lengths
-    content_length_ = n;
-  } else if (absl::EqualsIgnoreCase(name, "transfer-encoding")) {
-    // The last coding decides; "chunked" must be last when present (RFC 9112 6.1).
-    std::vector<absl::string_view> codings = absl::StrSplit(value, ',');
-    chunked_ = absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(codings.back()), "chunked");
-  } else if (absl::EqualsIgnoreCase(name, "connection")) {
-    for (absl::string_view token : absl::StrSplit(value, ',')) {
-      token = absl::StripAsciiWhitespace(token);
-      if (absl::EqualsIgnoreCase(token, "close")) keep_alive_ = false;
-      if (absl::EqualsIgnoreCase(token, "keep-alive")) saw_keep_alive_ = true;
-    }
-  }
-  return true;
-}
-
-Http1ResponseParser::Result Http1ResponseParser::HeadersDone(Http1Sink& sink) {
-  if (status_ < 200) {
-    // 1xx: an interim response; the final one follows on the same connection.
-    if (status_ == 101) return Fail("101 Switching Protocols is not supported");
-    state_ = State::kStatus;
-    return Result::kNeedMore;
-  }
-  if (http10_ && saw_keep_alive_) keep_alive_ = true;
-  if (!sink.OnStatus(status_)) return Result::kAborted;
-  if (status_ == 204 || status_ == 304) {
-    state_ = State::kDone;
-  } else if (chunked_) {
-    state_ = State::kChunkSize;
-  } else if (content_length_ >= 0) {
-    remaining_ = static_cast<uint64_t>(content_length_);
-    state_ = remaining_ == 0 ? State::kDone : State::kLengthBody;
-  } else {
-    state_ = State::kCloseBody;  // the body ends with the connection
-    keep_alive_ = false;
-  }
-  return state_ == State::kDone ? Result::kComplete : Result::kNeedMore;
+bool Http1ResponseParser::keep_alive() const {
+  return parser_->is_header_done() && parser_->keep_alive();
 }
 
 Http1ResponseParser::Result Http1ResponseParser::Fail(std::string message) {
-  state_ = State::kFailed;
+  failed_ = true;
   error_ = std::move(message);
+  pending_.clear();
   return Result::kError;
 }
 
-Http1ResponseParser::Result Http1ResponseParser::Feed(std::string_view in, size_t* consumed,
+Http1ResponseParser::Result Http1ResponseParser::Feed(std::string_view bytes, size_t* consumed,
                                                       Http1Sink& sink) {
-  const absl::string_view bytes(in.data(), in.size());
+  *consumed = 0;
+  if (failed_) return Result::kError;
+  if (parser_->is_done()) return Result::kComplete;
   if (!bytes.empty()) started_ = true;
-  size_t pos = 0;
-  auto done = [&](Result r) {
-    *consumed = pos;
-    return r;
-  };
-  while (pos < bytes.size()) {
-    switch (state_) {
-      case State::kDone:
-        return done(Result::kComplete);
-      case State::kFailed:
-        return done(Result::kError);
-      case State::kLengthBody:
-      case State::kChunkData:
-      case State::kCloseBody: {
-        size_t n = bytes.size() - pos;
-        if (state_ != State::kCloseBody) n = static_cast<size_t>(std::min<uint64_t>(n, remaining_));
-        if (!sink.OnBody(std::string_view(bytes.data() + pos, n))) {
-          pos += n;
-          return done(Result::kAborted);
-        }
-        pos += n;
-        if (state_ == State::kCloseBody) break;
-        remaining_ -= n;
-        if (remaining_ == 0) {
-          state_ = state_ == State::kLengthBody ? State::kDone : State::kChunkEnd;
-          if (state_ == State::kDone) return done(Result::kComplete);
-        }
-        break;
-      }
-      default: {
-        absl::string_view line;
-        if (!TakeLine(bytes, &pos, &line)) {
-          if (line_.size() > kMaxLine) return done(Fail("line longer than 16 KiB"));
-          break;
-        }
-        if (line.size() > kMaxLine) return done(Fail("line longer than 16 KiB"));
-        Result r = Result::kNeedMore;
-        switch (state_) {
-          case State::kStatus:
-            if (!StatusLine(line)) {
-              return done(
-                  Fail(absl::StrCat("not an HTTP/1.x status line: \"", line.substr(0, 80), "\"")));
-            }
-            state_ = State::kHeaders;
-            break;
-          case State::kHeaders:
-            if (line.empty()) {
-              r = HeadersDone(sink);
-            } else if (!HeaderLine(line)) {
-              return done(Fail(absl::StrCat("bad header line \"", line.substr(0, 80), "\"")));
-            }
-            break;
-          case State::kChunkSize: {
-            const absl::string_view size =
-                absl::StripAsciiWhitespace(line.substr(0, line.find(';')));
-            uint64_t n = 0;
-            if (size.empty() || size.size() > 15 || !absl::SimpleHexAtoi(size, &n)) {
-              return done(Fail(absl::StrCat("bad chunk size \"", line.substr(0, 40), "\"")));
-            }
-            remaining_ = n;
-            state_ = n == 0 ? State::kTrailers : State::kChunkData;
-            break;
-          }
-          case State::kChunkEnd:
-            if (!line.empty()) return done(Fail("chunk data longer than its size"));
-            state_ = State::kChunkSize;
-            break;
-          case State::kTrailers:
-            if (line.empty()) {
-              state_ = State::kDone;
-              r = Result::kComplete;
-            }
-            break;
-          default:
-            break;
-        }
-        if (r != Result::kNeedMore) return done(r);
-        break;
-      }
-    }
+  parser_->set_sink(&sink);
+  // Beast reads from one buffer: what it left over last time, then `bytes`.
+  // Past the headers pending_ is empty and `bytes` is parsed in place.
+  std::string_view input = bytes;
+  size_t carried = 0;  // bytes of `input` that came from pending_
+  if (!pending_.empty()) {
+    carried = pending_.size();
+    pending_.append(bytes.data(), bytes.size());
+    input = pending_;
   }
-  return done(state_ == State::kDone ? Result::kComplete : Result::kNeedMore);
+  size_t used = 0;
+  while (used < input.size()) {
+    error_code ec;
+    used += parser_->put(boost::asio::const_buffer(input.data() + used, input.size() - used), ec);
+    if (parser_->aborted()) {
+      *consumed = used > carried ? used - carried : 0;
+      pending_.clear();
+      return Result::kAborted;
+    }
+    if (ec == http::error::need_more) break;
+    if (ec) {
+      if (ec == http::error::header_limit) return Fail("status line and headers exceed 16 KiB");
+      std::string_view near = input.substr(0, 80);
+      near = near.substr(0, near.find('\r'));
+      return Fail(absl::StrCat("not a valid HTTP/1.x response (", ec.message(), ") near \"",
+                               absl::string_view(near.data(), near.size()), "\""));
+    }
+    if (!parser_->is_done()) continue;
+    const int status = parser_->status();
+    if (status >= 200) {
+      *consumed = used > carried ? used - carried : 0;
+      pending_.clear();
+      return Result::kComplete;
+    }
+    // An interim 1xx response: the final one follows on the same connection.
+    if (status == 101) return Fail("101 Switching Protocols is not supported");
+    parser_ = std::make_unique<BeastParser>();
+    parser_->set_sink(&sink);
+  }
+  // Everything offered belongs to this response; Beast's leftovers (part of
+  // the headers) wait in pending_ for the next bytes.
+  std::string rest(input.substr(used));
+  pending_ = std::move(rest);
+  if (pending_.size() > kHeaderLimit) return Fail("status line and headers exceed 16 KiB");
+  *consumed = bytes.size();
+  return Result::kNeedMore;
 }
 
 Http1ResponseParser::Result Http1ResponseParser::Eof() {
-  if (state_ == State::kCloseBody || state_ == State::kDone) {
-    state_ = State::kDone;
-    return Result::kComplete;
+  if (failed_) return Result::kError;
+  if (parser_->is_done()) return Result::kComplete;
+  if (parser_->is_header_done()) {
+    error_code ec;
+    parser_->put_eof(ec);
+    if (!ec && parser_->is_done()) return Result::kComplete;
+    return Fail("the connection closed inside the response");
   }
-  if (state_ == State::kFailed) return Result::kError;
   return Fail(started_ ? "the connection closed inside the response"
                        : "the connection closed before any response");
 }

@@ -1,14 +1,15 @@
 // Incremental parsing of HTTP/1.1 responses as crest-bench's own client reads
 // them off a kept-alive connection: status line, headers, and a body framed
 // by Content-Length, chunked transfer coding, or the end of the connection.
-// Bytes may arrive in any split; the body is handed on as it arrives.
+// Bytes may arrive in any split; the body is handed on as it arrives. The
+// parsing itself is Boost.Beast's (basic_parser); this class adapts it to the
+// client's sink and keeps the header bytes Beast needs whole.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-
-#include "absl/strings/string_view.h"
 
 namespace crest::loadgen {
 
@@ -32,6 +33,11 @@ class Http1ResponseParser {
     kError,     // not HTTP/1.x as RFC 9112 frames it; see error()
   };
 
+  Http1ResponseParser();
+  ~Http1ResponseParser();
+  Http1ResponseParser(Http1ResponseParser&&) noexcept;
+  Http1ResponseParser& operator=(Http1ResponseParser&&) noexcept;
+
   // Parses `bytes`; *consumed is how many belonged to this response (all of
   // them unless it completed, aborted or failed).
   Result Feed(std::string_view bytes, size_t* consumed, Http1Sink& sink);
@@ -40,51 +46,26 @@ class Http1ResponseParser {
   Result Eof();
 
   // Starts over for the next response on the same connection.
-  void Reset() { *this = Http1ResponseParser(); }
+  void Reset();
   // Any byte of this response seen.
   bool started() const { return started_; }
   // The body was being read (the status line and headers were complete).
-  bool in_body() const {
-    return state_ > State::kHeaders && state_ != State::kDone && state_ != State::kFailed;
-  }
+  bool in_body() const;
   // The connection may carry another request after this response.
-  bool keep_alive() const { return keep_alive_; }
+  bool keep_alive() const;
   const std::string& error() const { return error_; }
 
  private:
-  enum class State {
-    kStatus,
-    kHeaders,
-    kLengthBody,
-    kChunkSize,
-    kChunkData,
-    kChunkEnd,
-    kTrailers,
-    kCloseBody,
-    kDone,
-    kFailed,
-  };
+  class BeastParser;
 
-  // Takes one line (without CR LF) from `bytes` at *pos into `line`; false
-  // when the line is not complete yet (the part is kept in line_).
-  bool TakeLine(absl::string_view bytes, size_t* pos, absl::string_view* line);
-  bool StatusLine(absl::string_view line);
-  bool HeaderLine(absl::string_view line);
-  // After the blank line that ends the headers: picks the body framing.
-  Result HeadersDone(Http1Sink& sink);
   Result Fail(std::string message);
 
-  State state_ = State::kStatus;
-  std::string line_;         // a line split across Feed calls
-  bool line_taken_ = false;  // line_ was handed out whole; clear it before the next
-  int status_ = 0;
-  bool http10_ = false;
-  bool keep_alive_ = true;
-  bool saw_keep_alive_ = false;
-  bool chunked_ = false;
-  int64_t content_length_ = -1;
-  uint64_t remaining_ = 0;
+  std::unique_ptr<BeastParser> parser_;
+  // Bytes Beast has not taken yet: it parses the status line and headers
+  // only once they are complete, from one contiguous buffer.
+  std::string pending_;
   bool started_ = false;
+  bool failed_ = false;
   std::string error_;
 };
 

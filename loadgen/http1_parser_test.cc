@@ -138,15 +138,18 @@ TEST(Http1ParserTest, EndOfConnectionInsideAResponseIsAnError) {
   EXPECT_EQ(p.Eof(), Result::kError);
 }
 
+// Beast checks the header fields once the header is complete, and a chunk's
+// framing once the next chunk-size line is, so some cases end with the blank
+// line or the following chunk.
 TEST(Http1ParserTest, MalformedInputIsAnError) {
   for (std::string_view wire : {
            std::string_view("SSH-2.0-OpenSSH\r\n"),
            std::string_view("HTTP/1.1 abc OK\r\n"),
            std::string_view("HTTP/1.1 200 OK\r\nno colon here\r\n"),
-           std::string_view("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n"),
-           std::string_view("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n"),
+           std::string_view("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
+           std::string_view("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
            std::string_view("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
-           std::string_view("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n"),
+           std::string_view("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n"),
        }) {
     Http1ResponseParser p;
     Recorder sink;
