@@ -4,7 +4,6 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
-
 #include <limits>
 #include <utility>
 
@@ -32,7 +31,7 @@ class Http1ResponseParser::BeastParser final : public http::basic_parser<false> 
     header_limit(kHeaderLimit);
     // A stream may run as long as the run does.
     body_limit(std::numeric_limits<std::uint64_t>::max());
-    eager(true);              // hand body bytes on as they arrive
+    eager(true);  // hand body bytes on as they arrive
   }
   void set_sink(Http1Sink* sink) { sink_ = sink; }
   int status() const { return status_; }

@@ -149,7 +149,8 @@ TEST(Http1ParserTest, MalformedInputIsAnError) {
            std::string_view("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"),
            std::string_view("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"),
            std::string_view("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"),
-           std::string_view("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n"),
+           std::string_view(
+               "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n"),
        }) {
     Http1ResponseParser p;
     Recorder sink;
