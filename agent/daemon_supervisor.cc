@@ -103,6 +103,8 @@ std::optional<int64_t> ParseKCacheBlocks(const std::string& line) {
   if (end == start || !absl::SimpleAtoi(absl::string_view(line).substr(start, end - start), &n)) {
     return std::nullopt;
   }
+  // A cache of no blocks holds no request: not a size the range can follow from.
+  if (n <= 0) return std::nullopt;
   return n;
 }
 

@@ -1,6 +1,7 @@
 #include "common/cpu_list.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,9 @@ absl::StatusOr<std::vector<uint32_t>> ParseCpuList(absl::string_view text) {
   absl::string_view trimmed = absl::StripAsciiWhitespace(text);
   if (trimmed.empty()) return cpus;
   constexpr uint32_t kMaxCpu = 65535;
+  // Marks, not a list: a hostile "0-65535,0-65535,..." must cost at most one
+  // entry per CPU id, never one per listed id.
+  std::vector<bool> listed;
   for (absl::string_view part : absl::StrSplit(trimmed, ',')) {
     part = absl::StripAsciiWhitespace(part);
     std::pair<absl::string_view, absl::string_view> range =
@@ -35,10 +39,12 @@ absl::StatusOr<std::vector<uint32_t>> ParseCpuList(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("CPU list \"", text, "\": CPU ", hi, " is above ", kMaxCpu));
     }
-    for (uint32_t c = lo; c <= hi; ++c) cpus.push_back(c);
+    if (listed.size() <= hi) listed.resize(hi + 1, false);
+    std::fill(listed.begin() + lo, listed.begin() + hi + 1, true);
   }
-  std::sort(cpus.begin(), cpus.end());
-  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  for (uint32_t c = 0; c < listed.size(); ++c) {
+    if (listed[c]) cpus.push_back(c);
+  }
   return cpus;
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -190,17 +191,34 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
   }
   // Performance table: header row names the columns.
   const std::vector<std::string>& columns = perf.front();
+  // Every figure is a count, a time or a rate: finite, not negative, and small
+  // enough to convert to the result's integer fields without overflow.
+  constexpr double kLargestFigure = 1e15;
+  auto plausible = [](double v) { return std::isfinite(v) && v >= 0 && v <= kLargestFigure; };
   std::map<std::string, std::map<std::string, double>> metric;  // row -> column -> value
   for (size_t i = 1; i < perf.size(); ++i) {
     const std::vector<std::string>& row = perf[i];
     for (size_t c = 1; c < row.size() && c < columns.size(); ++c) {
       double v = 0;
-      if (LeadingNumber(row[c], &v)) metric[row[0]][absl::AsciiStrToLower(columns[c])] = v;
+      if (!LeadingNumber(row[c], &v)) continue;
+      if (!plausible(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("MindIE benchmark performance table: ", row[0], " ", columns[c], " is \"",
+                         row[c], "\"; expected a number in [0, 1e15]"));
+      }
+      metric[row[0]][absl::AsciiStrToLower(columns[c])] = v;
     }
   }
   std::map<std::string, std::string> values;  // common metric -> value text
   for (const std::vector<std::string>& row : common) {
-    if (row.size() >= 2) values[row[0]] = row[1];
+    if (row.size() < 2) continue;
+    double v = 0;
+    if (LeadingNumber(row[1], &v) && !plausible(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MindIE benchmark common table: ", row[0], " is \"", row[1],
+                       "\"; expected a number in [0, 1e15]"));
+    }
+    values[row[0]] = row[1];
   }
   auto number = [&values](const char* key, double* out) {
     auto it = values.find(key);
@@ -244,6 +262,11 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
   r.set_failed(static_cast<uint64_t>(failed));
   // The tool reports only how many failed, not why.
   if (failed > 0) (*r.mutable_failures())["reported_by_mindie_benchmark"] = r.failed();
+  if (concurrency > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MindIE benchmark common table: Concurrency ", concurrency,
+                     " is above ", std::numeric_limits<uint32_t>::max()));
+  }
   r.set_concurrency(static_cast<uint32_t>(concurrency));
   *r.mutable_duration() = TimeUtil::NanosecondsToDuration(static_cast<int64_t>(elapsed * 1e9));
   if (number("Throughput", &v)) r.set_qps(v);

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "google/protobuf/util/time_util.h"
 
@@ -98,6 +101,27 @@ TEST(MindieAdapterTest, ParsesTheOlderSingleGenerateSpeedForm) {
   EXPECT_EQ(r->failures().at("reported_by_mindie_benchmark"), 3U);
   EXPECT_DOUBLE_EQ(r->e2e_latency().max_ms(), 12011.0101);
   EXPECT_EQ(r->output_tokens(), 39400U);
+}
+
+// Found by tests/fuzz/mindie_output_fuzzer: counts outside what the result's
+// integer fields hold were converted with undefined behaviour.
+TEST(MindieAdapterTest, ImplausibleFiguresAreAnErrorNamingTheRow) {
+  const std::string good = TestData("mindie_benchmark_stdout.txt");
+  for (const auto& [from, to, row] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"|               Returned |     1319( 100.0% ) |",
+            "|               Returned | 72980800000000000000 |", "Returned"},
+           {"|               Returned |     1319( 100.0% ) |", "|               Returned |     -5 |",
+            "Returned"},
+           {"|            Concurrency |                 199 |",
+            "|            Concurrency |         99999999999 |", "Concurrency"}}) {
+    std::string bad = good;
+    const size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, from.size(), to);
+    EXPECT_THAT(ParseMindieBenchmarkOutput(bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(row)))
+        << to;
+  }
 }
 
 TEST(MindieAdapterTest, OutputWithoutTablesIsAnErrorQuotingTheTail) {
