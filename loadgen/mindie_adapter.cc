@@ -214,9 +214,9 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
     if (row.size() < 2) continue;
     double v = 0;
     if (LeadingNumber(row[1], &v) && !plausible(v)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MindIE benchmark common table: ", row[0], " is \"", row[1],
-                       "\"; expected a number in [0, 1e15]"));
+      return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: ", row[0],
+                                                     " is \"", row[1],
+                                                     "\"; expected a number in [0, 1e15]"));
     }
     values[row[0]] = row[1];
   }
@@ -263,9 +263,9 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
   // The tool reports only how many failed, not why.
   if (failed > 0) (*r.mutable_failures())["reported_by_mindie_benchmark"] = r.failed();
   if (concurrency > std::numeric_limits<uint32_t>::max()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MindIE benchmark common table: Concurrency ", concurrency,
-                     " is above ", std::numeric_limits<uint32_t>::max()));
+    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: Concurrency ",
+                                                   concurrency, " is above ",
+                                                   std::numeric_limits<uint32_t>::max()));
   }
   r.set_concurrency(static_cast<uint32_t>(concurrency));
   *r.mutable_duration() = TimeUtil::NanosecondsToDuration(static_cast<int64_t>(elapsed * 1e9));

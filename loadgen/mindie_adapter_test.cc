@@ -110,8 +110,8 @@ TEST(MindieAdapterTest, ImplausibleFiguresAreAnErrorNamingTheRow) {
   for (const auto& [from, to, row] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"|               Returned |     1319( 100.0% ) |",
             "|               Returned | 72980800000000000000 |", "Returned"},
-           {"|               Returned |     1319( 100.0% ) |", "|               Returned |     -5 |",
-            "Returned"},
+           {"|               Returned |     1319( 100.0% ) |",
+            "|               Returned |     -5 |", "Returned"},
            {"|            Concurrency |                 199 |",
             "|            Concurrency |         99999999999 |", "Concurrency"}}) {
     std::string bad = good;

@@ -2,10 +2,9 @@
 // is the file's text. Invariants: reading never crashes; an edit that
 // succeeds yields valid JSON holding the new value at its path, and nothing
 // else changes.
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "agent/config_json_editor.h"
@@ -20,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto before = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto after = nlohmann::ordered_json::parse(*edited, nullptr, /*allow_exceptions=*/false);
   CREST_FUZZ_CHECK(!after.is_discarded());
-  const auto pointer = nlohmann::ordered_json::json_pointer("/BackendConfig/ScheduleConfig/maxBatchSize");
+  const auto pointer =
+      nlohmann::ordered_json::json_pointer("/BackendConfig/ScheduleConfig/maxBatchSize");
   CREST_FUZZ_CHECK(after.contains(pointer) && after.at(pointer) == 435);
   if (!before.is_discarded()) {
     // Only the one value differs.

@@ -36,7 +36,8 @@ Outcome Read(crest::v1::BenchmarkApi api, std::string_view stream, size_t chunk)
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const auto api = (data[0] & 1) != 0 ? crest::v1::BENCHMARK_API_OPENAI : crest::v1::BENCHMARK_API_MINDIE;
+  const auto api =
+      (data[0] & 1) != 0 ? crest::v1::BENCHMARK_API_OPENAI : crest::v1::BENCHMARK_API_MINDIE;
   const size_t chunk = 1 + (data[0] >> 1) % 7;
   const std::string_view stream(reinterpret_cast<const char*>(data) + 1, size - 1);
   const Outcome whole = Read(api, stream, stream.size() + 1);
