@@ -11,10 +11,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-
 #include "cli/commands.h"
-#include "common/tls.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+
+#include "common/tls.h"
 
 namespace crest::cli {
 namespace {
