@@ -363,10 +363,13 @@ void CampaignManager::RestoreHosts(const std::string& campaign_id, bool finish) 
       });
 }
 
+// Between attempts to put back a node that answers again but failed a call.
+constexpr absl::Duration kRetryPutBack = absl::Seconds(2);
+
 void CampaignManager::ResetReturnedNodes() {
   for (auto it = returning_.begin(); it != returning_.end();) {
-    const std::string node = *it;
-    if (!registry_->IsReady(node) || jobs_.Busy(node)) {
+    const std::string node = it->first;
+    if (!registry_->IsReady(node) || jobs_.Busy(node) || clock_->Now() < it->second) {
       ++it;
       continue;
     }
@@ -375,7 +378,10 @@ void CampaignManager::ResetReturnedNodes() {
     restorer_.StopLeftDaemon(node, [this, node](bool stopped) {
       absl::MutexLock lock(&mu_);
       resetting_.erase(node);
-      if (!stopped && !registry_->IsReady(node)) returning_.insert(node);
+      if (!stopped) {
+        returning_.emplace(node, clock_->Now() + kRetryPutBack);
+        return;
+      }
       for (const auto& id : order_) {
         Run& run = runs_.at(id);
         if (IsFinal(run.stored.campaign.state()) && !run.finishing &&
@@ -391,9 +397,7 @@ void CampaignManager::ResetReturnedNodes() {
 void CampaignManager::EndCampaign(const std::string& campaign_id, bool finish,
                                   const std::vector<std::string>& unrestored) {
   absl::MutexLock lock(&mu_);
-  for (const auto& node : unrestored) {
-    if (!registry_->IsReady(node)) returning_.insert(node);
-  }
+  for (const auto& node : unrestored) returning_.emplace(node, clock_->Now() + kRetryPutBack);
   Run& run = runs_.at(campaign_id);
   run.finishing = false;
   if (!finish || IsFinal(run.stored.campaign.state())) return;
@@ -483,7 +487,7 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
           job->campaign, job->model, ms.npu_block_num, job->node, b.lo, b.hi, b.initial);
     }
   } else {
-    if (!registry_->IsReady(job->node)) returning_.insert(job->node);
+    if (!registry_->IsReady(job->node)) returning_.emplace(job->node, absl::InfinitePast());
     ++probe_failures_[absl::StrCat(job->campaign, "/", job->model)];
     if (probe.daemon_failed) {
       // A daemon that cannot start at its own defaults will not start for a search.
@@ -507,7 +511,7 @@ void CampaignManager::FinishTrial(JobTable::Job* job, Trial trial) {
   Run& run = runs_.at(job->campaign);
   // Lost with its trial: its daemon may still run there.
   if (trial.status() == crest::v1::TRIAL_INTERRUPTED && !registry_->IsReady(job->node)) {
-    returning_.insert(job->node);
+    returning_.emplace(job->node, absl::InfinitePast());
   }
   Batch batch;
   batch.trials.push_back(trial);

@@ -144,7 +144,9 @@ class CampaignManager {
   std::map<std::string, int> probe_failures_ ABSL_GUARDED_BY(mu_);  // campaign/model -> count
   // Nodes lost with a trial on them, or not restored at a campaign's end
   // because unreachable: no job goes there until they are put back.
-  std::set<std::string> returning_ ABSL_GUARDED_BY(mu_);
+  // The value: not before then (a channel that was cut needs a moment, its
+  // reconnect back-off, to connect again).
+  std::map<std::string, absl::Time> returning_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> resetting_ ABSL_GUARDED_BY(mu_);  // being put back now
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
