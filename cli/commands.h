@@ -20,4 +20,7 @@ void AddNodeCommands(CLI::App& crest, Action* action);
 // `crest campaign submit|list|status|watch|cancel|report --controller ADDR ...`.
 void AddCampaignCommands(CLI::App& crest, Action* action);
 
+// `crest health --address ADDR`: grpc.health.v1 over mutual TLS (the probes' check).
+void AddHealthCommand(CLI::App& crest, Action* action);
+
 }  // namespace crest::cli

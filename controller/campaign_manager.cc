@@ -263,6 +263,7 @@ void CampaignManager::Loop() {
 void CampaignManager::SchedulePass() {
   // A job on a node that got lost is stopped; its trial gets re-run elsewhere.
   jobs_.StopLost([this](const std::string& node) { return registry_->IsReady(node); });
+  ResetReturnedNodes();
   for (const auto& id : order_) {
     if (!writer_.error().ok()) return;  // nothing new until a restart
     Run& run = runs_.at(id);
@@ -303,7 +304,8 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
   if (ms.done) return running == 0;
   const std::vector<crest::v1::AgentInfo> agents = registry_->List();
   std::vector<std::string> nodes = FreeEligibleNodes(model, agents, [&](const std::string& node) {
-    return busy.count(node) != 0 || jobs_.Busy(node);
+    return busy.count(node) != 0 || jobs_.Busy(node) || returning_.count(node) != 0 ||
+           resetting_.count(node) != 0;
   });
   ModelPlan plan = PlanModel(spec, model, ms, run.stored.trials, *run.strategy, running,
                              nodes.size(), probe_failures_[absl::StrCat(id, "/", model.name())]);
@@ -361,9 +363,41 @@ void CampaignManager::RestoreHosts(const std::string& campaign_id, bool finish) 
       });
 }
 
+// Between attempts to put back a node that answers again but failed a call.
+constexpr absl::Duration kRetryPutBack = absl::Seconds(2);
+
+void CampaignManager::ResetReturnedNodes() {
+  for (auto it = returning_.begin(); it != returning_.end();) {
+    const std::string node = it->first;
+    if (!registry_->IsReady(node) || jobs_.Busy(node) || clock_->Now() < it->second) {
+      ++it;
+      continue;
+    }
+    it = returning_.erase(it);
+    resetting_.insert(node);
+    restorer_.StopLeftDaemon(node, [this, node](bool stopped) {
+      absl::MutexLock lock(&mu_);
+      resetting_.erase(node);
+      if (!stopped) {
+        returning_.emplace(node, clock_->Now() + kRetryPutBack);
+        return;
+      }
+      for (const auto& id : order_) {
+        Run& run = runs_.at(id);
+        if (IsFinal(run.stored.campaign.state()) && !run.finishing &&
+            run.stored.tuned.count(node) != 0 && run.stored.restored.count(node) == 0) {
+          RestoreHosts(id, /*finish=*/false);
+        }
+      }
+      wake_ = true;
+    });
+  }
+}
+
 void CampaignManager::EndCampaign(const std::string& campaign_id, bool finish,
                                   const std::vector<std::string>& unrestored) {
   absl::MutexLock lock(&mu_);
+  for (const auto& node : unrestored) returning_.emplace(node, clock_->Now() + kRetryPutBack);
   Run& run = runs_.at(campaign_id);
   run.finishing = false;
   if (!finish || IsFinal(run.stored.campaign.state())) return;
@@ -453,6 +487,7 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
           job->campaign, job->model, ms.npu_block_num, job->node, b.lo, b.hi, b.initial);
     }
   } else {
+    if (!registry_->IsReady(job->node)) returning_.emplace(job->node, absl::InfinitePast());
     ++probe_failures_[absl::StrCat(job->campaign, "/", job->model)];
     if (probe.daemon_failed) {
       // A daemon that cannot start at its own defaults will not start for a search.
@@ -474,6 +509,10 @@ void CampaignManager::FinishTrial(JobTable::Job* job, Trial trial) {
   registry_->SetRunningTrial(job->node, "");
   absl::MutexLock lock(&mu_);
   Run& run = runs_.at(job->campaign);
+  // Lost with its trial: its daemon may still run there.
+  if (trial.status() == crest::v1::TRIAL_INTERRUPTED && !registry_->IsReady(job->node)) {
+    returning_.emplace(job->node, absl::InfinitePast());
+  }
   Batch batch;
   batch.trials.push_back(trial);
   absl::Status s = Persist(batch, job->campaign, absl::StrCat("trial ", trial.id()));

@@ -114,6 +114,10 @@ class CampaignManager {
   void RestoreHosts(const std::string& campaign_id, bool finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndCampaign(const std::string& campaign_id, bool finish,
                    const std::vector<std::string>& unrestored);
+  // Puts back the nodes of returning_ that are heard from again: stops the
+  // daemon an interrupted trial left, then restores the host settings of the
+  // campaigns that ended while the node was away.
+  void ResetReturnedNodes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Commits and applies the search state of one model; false when refused.
   bool SetModelState(Run& run, const std::string& model, const ModelState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -138,6 +142,12 @@ class CampaignManager {
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // campaign ids, creation order
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> probe_failures_ ABSL_GUARDED_BY(mu_);  // campaign/model -> count
+  // Nodes lost with a trial on them, or not restored at a campaign's end
+  // because unreachable: no job goes there until they are put back.
+  // The value: not before then (a channel that was cut needs a moment, its
+  // reconnect back-off, to connect again).
+  std::map<std::string, absl::Time> returning_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> resetting_ ABSL_GUARDED_BY(mu_);  // being put back now
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool persistence_error_reported_ ABSL_GUARDED_BY(mu_) = false;

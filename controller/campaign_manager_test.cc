@@ -192,6 +192,43 @@ TEST_F(ManagerTest, LostAgentMidTrialIsRetriedElsewhereNeverCountedTwice) {
   EXPECT_EQ(manager_->Get(c->id())->models(0).trials_failed(), 1u);
 }
 
+TEST_F(ManagerTest, NodeLostMidTrialIsPutBackWhenItReturns) {
+  auto a = AddAgent("a");
+  auto b = AddAgent("b");
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: back
+models: [{name: m, nodes: [a, b]}]
+search: {range: [100, 200], initial: 100}
+host: {governor: performance}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitHeld(*a, 1));
+  a->SetUnreachable(true);  // its link is cut: the trial's daemon stays up there
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_THAT(Summary(Trials(c->id())),
+              ElementsAre("100:TRIAL_INTERRUPTED@a", "100:TRIAL_OK@b", "200:TRIAL_OK@b"));
+  EXPECT_THAT(manager_->Get(c->id())->reason(), HasSubstr("host settings not restored on a"));
+  EXPECT_EQ(a->daemons_running(), 1);
+  EXPECT_EQ(a->tunings_restored(), 0);
+  EXPECT_EQ(b->tunings_restored(), 1);
+  // Heard from again: its daemon is stopped (config.json put back) and the
+  // ended campaign's host settings restored, once.
+  a->SetUnreachable(false);
+  EXPECT_TRUE(registry_->Heartbeat("a"));
+  manager_->Poke();
+  ASSERT_TRUE(a->AwaitPutBack(1, kWait));
+  EXPECT_EQ(b->tunings_restored(), 1);
+  a->HoldBenchmarks(false);
+  auto second = manager_->Create(Spec(R"(name: after
+models: [{name: m, nodes: [a]}]
+search: {range: [100, 200], initial: 100}
+)"));
+  CREST_ASSERT_OK(second);
+  ASSERT_TRUE(WaitForState(second->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_EQ(a->tunings_restored(), 1);  // not restored twice
+}
+
 TEST_F(ManagerTest, UnreachableAgentIsRetriedWithinTheBound) {
   auto a = AddAgent("a");
   a->HoldBenchmarks(true);

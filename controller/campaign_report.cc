@@ -42,9 +42,10 @@ void SetCampaignEnd(const StoredCampaign& stored, const std::vector<std::string>
     c->set_reason(absl::StrCat("no ok trial for ", absl::StrJoin(unsolved, ", ")));
   }
   if (!unrestored.empty()) {
-    c->set_reason(absl::StrCat(c->reason(), c->reason().empty() ? "" : "; ",
-                               "host settings not restored on ", absl::StrJoin(unrestored, ", "),
-                               " (retried at the next controller start)"));
+    c->set_reason(
+        absl::StrCat(c->reason(), c->reason().empty() ? "" : "; ", "host settings not restored on ",
+                     absl::StrJoin(unrestored, ", "),
+                     " (restored when heard from again, or at the next controller start)"));
   }
 }
 

@@ -45,6 +45,25 @@ void HostRestorer::Restore(const std::string& campaign_id, std::vector<std::stri
   threads_.emplace_back(std::move(restore));
 }
 
+void HostRestorer::StopLeftDaemon(const std::string& node, std::function<void(bool)> done) {
+  auto stop = [this, node, done = std::move(done)] {
+    auto agent = registry_->Get(node);
+    absl::Status s = absl::UnavailableError("address unknown");
+    if (agent && !agent->address().empty()) {
+      s = connector_->Connect(node, agent->address())->StopDaemon(call_timeout_);
+    }
+    if (s.ok()) {
+      spdlog::info("daemon on {} stopped and its config.json put back (back after being lost)",
+                   node);
+    } else {
+      spdlog::warn("could not stop the daemon on {} after it came back: {}", node, s.ToString());
+    }
+    done(s.ok());
+  };
+  absl::MutexLock lock(&mu_);
+  threads_.emplace_back(std::move(stop));
+}
+
 void HostRestorer::Join() {
   std::vector<std::thread> threads;
   {

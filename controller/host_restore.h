@@ -37,6 +37,10 @@ class HostRestorer {
   void Restore(const std::string& campaign_id, std::vector<std::string> nodes,
                std::function<void(const std::string& node)> restored,
                std::function<void(const std::vector<std::string>& failed)> done);
+  // On a new thread: stops the daemon that a trial interrupted while `node`
+  // was unreachable may have left running (the agent then puts config.json
+  // back), then calls `done(stopped)`.
+  void StopLeftDaemon(const std::string& node, std::function<void(bool stopped)> done);
   // Waits for every restore started so far.
   void Join();
 

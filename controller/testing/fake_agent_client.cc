@@ -46,6 +46,13 @@ bool FakeAgent::AwaitHeld(int n, absl::Duration timeout) const {
   auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ >= n; };
   return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
 }
+bool FakeAgent::AwaitPutBack(int n, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto put_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return tunings_restored_ >= n && daemons_ == 0;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&put_back), timeout);
+}
 bool FakeAgent::AwaitNthHeld(int n, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   auto held = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -41,6 +41,8 @@ class FakeAgent final : public AgentClient {
   bool AwaitHeld(int n, absl::Duration timeout) const;
   // Waits until benchmark number `n` (1-based) has started and is blocked.
   bool AwaitNthHeld(int n, absl::Duration timeout) const;
+  // Waits until the host tuning was restored `n` times and no daemon runs.
+  bool AwaitPutBack(int n, absl::Duration timeout) const;
   int tunings_applied() const;
   int tunings_restored() const;
   int daemons_running() const;

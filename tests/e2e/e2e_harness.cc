@@ -17,9 +17,15 @@ namespace crest::e2e {
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binary,
                                                         const std::vector<std::string>& args,
                                                         const std::string& name) {
+  std::vector<std::string> argv = {BinDir() + "/" + binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return StartCommand(std::move(argv), name);
+}
+
+absl::StatusOr<std::unique_ptr<Process>> Process::StartCommand(std::vector<std::string> argv,
+                                                               const std::string& name) {
   SpawnOptions options;
-  options.argv.push_back(BinDir() + "/" + binary);
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.argv = std::move(argv);
   auto proc = Subprocess::Spawn(options);
   if (!proc.ok()) return proc.status();
   std::unique_ptr<Process> p(new Process());
@@ -99,9 +105,14 @@ std::optional<ExitInfo> Process::Wait(absl::Duration timeout) { return proc_->Wa
 
 CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
                         absl::Duration timeout) {
+  std::vector<std::string> argv = {BinDir() + "/" + binary};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunArgv(std::move(argv), timeout);
+}
+
+CommandResult RunArgv(std::vector<std::string> argv, absl::Duration timeout) {
   SpawnOptions options;
-  options.argv.push_back(BinDir() + "/" + binary);
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.argv = std::move(argv);
   CommandResult r;
   auto out = RunCommand(options, timeout);
   if (!out.ok()) {

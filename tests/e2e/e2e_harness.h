@@ -28,6 +28,9 @@ class Process {
   static absl::StatusOr<std::unique_ptr<Process>> Start(const std::string& binary,
                                                         const std::vector<std::string>& args,
                                                         const std::string& name);
+  // Starts `argv` as given (argv[0] a path), e.g. under `ip netns exec`.
+  static absl::StatusOr<std::unique_ptr<Process>> StartCommand(std::vector<std::string> argv,
+                                                               const std::string& name);
   ~Process();  // SIGKILLs the group, reaps, joins the reader
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
@@ -63,6 +66,8 @@ struct CommandResult {
 // Runs `binary args...` to completion (at most `timeout`).
 CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
                         absl::Duration timeout = absl::Seconds(30));
+// Runs `argv` as given (argv[0] a path) to completion.
+CommandResult RunArgv(std::vector<std::string> argv, absl::Duration timeout = absl::Seconds(30));
 
 // Marks this process a child subreaper (once).
 void BecomeSubreaper();

@@ -1,0 +1,283 @@
+// Offline checks of one rendered kustomization (`kubectl kustomize DIR`):
+// every object against the Kubernetes schemas of the kubernetes-models
+// packages (cert-manager and Prometheus Operator kinds included), then the
+// references between objects that no schema sees: selectors and labels,
+// Service and probe ports, Secret/ConfigMap/PVC/ServiceAccount names, the
+// controller address the agents dial, and one TLS identity per component.
+//
+// Usage: node check_manifests.js RENDERED.yaml [--external-secret NAME]...
+// Prints one line per problem ("<kind>/<name>: what, expected what") and
+// exits 1 when there is any; prints a summary and exits 0 otherwise.
+'use strict';
+
+const fs = require('fs');
+const YAML = require('yaml');
+
+const schemaModules = {
+  '': 'kubernetes-models',
+  'cert-manager.io': '@kubernetes-models/cert-manager',
+  'monitoring.coreos.com': '@kubernetes-models/prometheus-operator',
+};
+
+function modelFor(apiVersion, kind) {
+  const slash = apiVersion.indexOf('/');
+  const group = slash < 0 ? '' : apiVersion.slice(0, slash);
+  const pkg = schemaModules[group] || schemaModules[''];
+  try {
+    return require(`${pkg}/${apiVersion}/${kind}`)[kind];
+  } catch (e) {
+    return null;
+  }
+}
+
+const args = process.argv.slice(2);
+const file = args[0];
+const external = new Set();
+for (let i = 1; i < args.length; i += 2) {
+  if (args[i] !== '--external-secret' || !args[i + 1]) {
+    console.error(`check_manifests: unknown argument '${args[i]}' (expected --external-secret NAME)`);
+    process.exit(2);
+  }
+  external.add(args[i + 1]);
+}
+
+const problems = [];
+const objects = [];
+for (const doc of YAML.parseAllDocuments(fs.readFileSync(file, 'utf8'))) {
+  if (doc.errors.length) {
+    problems.push(`${file}: YAML: ${doc.errors[0].message}`);
+    continue;
+  }
+  const o = doc.toJS();
+  if (o) objects.push(o);
+}
+const id = (o) => `${o.kind}/${(o.metadata || {}).name}`;
+const problem = (o, what) => problems.push(`${id(o)}: ${what}`);
+
+// --- schemas ---------------------------------------------------------------
+for (const o of objects) {
+  const Model = o.apiVersion && o.kind ? modelFor(o.apiVersion, o.kind) : null;
+  if (!Model) {
+    problem(o, `no schema for apiVersion '${o.apiVersion}' kind '${o.kind}'`);
+    continue;
+  }
+  try {
+    new Model(o).validate();
+  } catch (e) {
+    problem(o, `schema: ${e.message}`);
+  }
+}
+
+// --- indexes -----------------------------------------------------------------
+const byKind = (kind) => objects.filter((o) => o.kind === kind);
+const names = (kind) => new Set(byKind(kind).map((o) => o.metadata.name));
+const namespaces = names('Namespace');
+const workloads = objects.filter((o) => ['Deployment', 'DaemonSet', 'StatefulSet'].includes(o.kind));
+const podSpec = (w) => w.spec.template.spec;
+const containersOf = (w) => [...(podSpec(w).initContainers || []), ...podSpec(w).containers];
+const matches = (selector, labels) =>
+  Object.entries(selector || {}).every(([k, v]) => (labels || {})[k] === v);
+const secretsDefined = new Set([
+  ...names('Secret'),
+  ...byKind('Certificate').map((c) => c.spec.secretName),
+]);
+const configMaps = names('ConfigMap');
+
+for (const o of objects) {
+  const ns = o.metadata.namespace;
+  if (o.kind !== 'Namespace' && ns && !namespaces.has(ns)) {
+    problem(o, `namespace '${ns}' is not among the rendered Namespaces`);
+  }
+}
+
+// The --flag=value of a container's args.
+function flag(container, name) {
+  for (const a of container.args || []) {
+    if (a.startsWith(`--${name}=`)) return a.slice(name.length + 3);
+  }
+  return undefined;
+}
+const portOf = (address) => Number(String(address).split(':').pop());
+const containerPorts = (c) => (c.ports || []).map((p) => ({name: p.name, port: p.containerPort}));
+function resolvePort(c, port) {
+  const found = containerPorts(c).find((p) => p.name === port || p.port === port);
+  return found ? found.port : undefined;
+}
+
+// --- workloads ---------------------------------------------------------------
+const secretMounts = new Map();  // secret name -> workloads mounting it
+for (const w of workloads) {
+  const spec = podSpec(w);
+  const labels = w.spec.template.metadata.labels;
+  if (!matches(w.spec.selector.matchLabels, labels)) {
+    problem(w, `selector ${JSON.stringify(w.spec.selector.matchLabels)} does not match the pod labels ${JSON.stringify(labels)}`);
+  }
+  if (spec.serviceAccountName && !names('ServiceAccount').has(spec.serviceAccountName)) {
+    problem(w, `serviceAccountName '${spec.serviceAccountName}' is not defined`);
+  }
+  const volumes = new Map((spec.volumes || []).map((v) => [v.name, v]));
+  for (const v of volumes.values()) {
+    if (v.secret) {
+      const s = v.secret.secretName;
+      if (!secretsDefined.has(s) && !external.has(s)) {
+        problem(w, `volume '${v.name}': Secret '${s}' is neither rendered nor issued by a Certificate`);
+      }
+      if (!secretMounts.has(s)) secretMounts.set(s, new Set());
+      secretMounts.get(s).add(id(w));
+      // One Secret for every pod of a DaemonSet would give every node the same key.
+      if (w.kind === 'DaemonSet') problem(w, `volume '${v.name}': a DaemonSet must not mount Secret '${s}' (every node would hold the same key)`);
+    }
+    if (v.configMap && !configMaps.has(v.configMap.name)) {
+      problem(w, `volume '${v.name}': ConfigMap '${v.configMap.name}' is not defined`);
+    }
+    if (v.persistentVolumeClaim && !names('PersistentVolumeClaim').has(v.persistentVolumeClaim.claimName)) {
+      problem(w, `volume '${v.name}': PersistentVolumeClaim '${v.persistentVolumeClaim.claimName}' is not defined`);
+    }
+  }
+  const annotations = w.spec.template.metadata.annotations || {};
+  for (const c of containersOf(w)) {
+    const where = `container '${c.name}'`;
+    const env = new Set((c.env || []).map((e) => e.name));
+    for (const a of [...(c.command || []), ...(c.args || [])]) {
+      for (const m of a.matchAll(/\$\(([A-Z_][A-Z0-9_]*)\)/g)) {
+        if (!env.has(m[1])) problem(w, `${where}: '${a}' uses $(${m[1]}), which its env does not define`);
+      }
+    }
+    for (const m of c.volumeMounts || []) {
+      if (!volumes.has(m.name)) problem(w, `${where}: mounts volume '${m.name}', which the pod does not define`);
+    }
+    const mounted = (path) => (c.volumeMounts || []).some((m) => path === m.mountPath || path.startsWith(`${m.mountPath}/`));
+    // Every file a --tls-* flag names, in args or in a probe, is on a volume.
+    const probes = ['readinessProbe', 'livenessProbe', 'startupProbe'].filter((p) => c[p]);
+    const probeWords = probes.flatMap((p) => (c[p].exec ? c[p].exec.command.join(' ').split(/\s+/) : []));
+    for (const a of [...(c.args || []), ...probeWords]) {
+      const m = a.match(/^--tls-(cert|key|ca)=(.+)$/);
+      if (m && !mounted(m[2])) problem(w, `${where}: ${a} is on no mounted volume`);
+    }
+    const listen = flag(c, 'listen');
+    const tls = (c.args || []).some((a) => a.startsWith('--tls-cert='));
+    for (const p of probes) {
+      const probe = c[p];
+      if (probe.grpc && tls) {
+        problem(w, `${where}: ${p} is a kubelet gRPC probe, which sends no client certificate to a mutual-TLS port`);
+      }
+      const port = probe.grpc ? probe.grpc.port : (probe.httpGet || probe.tcpSocket || {}).port;
+      if (port !== undefined && resolvePort(c, port) === undefined) {
+        problem(w, `${where}: ${p} port ${port} is not a container port`);
+      }
+      if (probe.exec) {
+        const cmd = probe.exec.command.join(' ');
+        const addr = cmd.match(/--address=("?)([^\s"]+)\1/);
+        if (/crest health/.test(cmd) || /crest", "health/.test(cmd)) {
+          if (!addr) problem(w, `${where}: ${p} runs crest health without --address`);
+        }
+        if (addr && listen && portOf(addr[2]) !== portOf(listen)) {
+          problem(w, `${where}: ${p} checks port ${portOf(addr[2])} but the container listens on ${listen}`);
+        }
+        if (addr && resolvePort(c, portOf(addr[2])) === undefined && c.ports) {
+          problem(w, `${where}: ${p} checks port ${portOf(addr[2])}, which is not a container port`);
+        }
+      }
+    }
+    if (listen && c.ports && resolvePort(c, portOf(listen)) === undefined) {
+      problem(w, `${where}: --listen=${listen} is not a declared container port`);
+    }
+    const metricsListen = flag(c, 'metrics-listen');
+    if (metricsListen && annotations['prometheus.io/port'] !== undefined &&
+        Number(annotations['prometheus.io/port']) !== portOf(metricsListen)) {
+      problem(w, `${where}: prometheus.io/port ${annotations['prometheus.io/port']} but --metrics-listen=${metricsListen}`);
+    }
+    // The agents register with the controller's Service, whose certificate names it.
+    const controller = flag(c, 'controller');
+    if (controller) {
+      const [host, port] = [controller.slice(0, controller.lastIndexOf(':')), portOf(controller)];
+      const [svcName, svcNs, svc] = host.split('.');
+      const service = byKind('Service').find((s) => s.metadata.name === svcName && s.metadata.namespace === svcNs);
+      if (svc !== 'svc' || !service) {
+        problem(w, `${where}: --controller=${controller} names no rendered Service (expected SERVICE.NAMESPACE.svc:PORT)`);
+      } else {
+        const sp = service.spec.ports.find((p) => p.port === port);
+        if (!sp) problem(w, `${where}: --controller=${controller}: Service ${svcName} has no port ${port}`);
+        const backends = workloads.filter((x) => matches(service.spec.selector, x.spec.template.metadata.labels));
+        const serves = backends.some((b) => containersOf(b).some((bc) =>
+          sp && resolvePort(bc, sp.targetPort) !== undefined &&
+          flag(bc, 'listen') && portOf(flag(bc, 'listen')) === resolvePort(bc, sp.targetPort)));
+        if (sp && !serves) problem(w, `${where}: --controller=${controller}: no pod behind Service ${svcName} serves gRPC on its target port`);
+        for (const cert of byKind('Certificate').filter((x) => x.spec.commonName === 'crest-controller')) {
+          if (!(cert.spec.dnsNames || []).includes(host)) {
+            problem(cert, `dnsNames lack '${host}', the address the agents dial`);
+          }
+        }
+      }
+    }
+  }
+}
+for (const [secret, users] of secretMounts) {
+  if (users.size > 1) problems.push(`Secret/${secret}: mounted by ${[...users].join(', ')}; each component has its own identity`);
+}
+for (const name of ['crest-cli-tls', 'crest-ca']) {
+  if (secretMounts.has(name)) problems.push(`Secret/${name}: mounted by ${[...secretMounts.get(name)].join(', ')}; no pod may hold it`);
+}
+
+// --- services and monitors -----------------------------------------------------
+for (const s of byKind('Service')) {
+  const backends = workloads.filter((w) => matches(s.spec.selector, w.spec.template.metadata.labels));
+  if (!backends.length) {
+    problem(s, `selector ${JSON.stringify(s.spec.selector)} matches no workload's pods`);
+    continue;
+  }
+  for (const p of s.spec.ports) {
+    const target = p.targetPort === undefined ? p.port : p.targetPort;
+    if (!backends.some((b) => b.spec.template.spec.containers.some((c) => resolvePort(c, target) !== undefined))) {
+      problem(s, `port '${p.name}' targets ${target}, which no container of ${backends.map(id).join(', ')} declares`);
+    }
+  }
+}
+for (const m of byKind('ServiceMonitor')) {
+  const services = byKind('Service').filter((s) => matches(m.spec.selector.matchLabels, s.metadata.labels));
+  if (!services.length) problem(m, `selector ${JSON.stringify(m.spec.selector.matchLabels)} matches no Service's labels`);
+  for (const e of m.spec.endpoints) {
+    if (!services.some((s) => s.spec.ports.some((p) => p.name === e.port))) {
+      problem(m, `endpoint port '${e.port}' is not a named port of the selected Services`);
+    }
+  }
+}
+for (const m of byKind('PodMonitor')) {
+  const pods = workloads.filter((w) => matches(m.spec.selector.matchLabels, w.spec.template.metadata.labels));
+  if (!pods.length) problem(m, `selector ${JSON.stringify(m.spec.selector.matchLabels)} matches no workload's pods`);
+  for (const e of m.spec.podMetricsEndpoints) {
+    if (!pods.some((w) => w.spec.template.spec.containers.some((c) => containerPorts(c).some((p) => p.name === e.port)))) {
+      problem(m, `endpoint port '${e.port}' is not a named container port of the selected pods`);
+    }
+  }
+}
+
+// --- certificates and RBAC -------------------------------------------------------
+const issuers = names('Issuer');
+for (const c of byKind('Certificate')) {
+  if (c.spec.issuerRef.kind === 'Issuer' && !issuers.has(c.spec.issuerRef.name)) {
+    problem(c, `issuerRef '${c.spec.issuerRef.name}' is not a rendered Issuer`);
+  }
+}
+for (const i of byKind('Issuer')) {
+  if (i.spec.ca && !secretsDefined.has(i.spec.ca.secretName)) {
+    problem(i, `CA Secret '${i.spec.ca.secretName}' is issued by no Certificate`);
+  }
+}
+for (const b of byKind('RoleBinding')) {
+  if (b.roleRef.kind === 'Role' && !names('Role').has(b.roleRef.name)) {
+    problem(b, `roleRef Role '${b.roleRef.name}' is not defined`);
+  }
+  for (const s of b.subjects || []) {
+    if (s.kind === 'ServiceAccount' && !names('ServiceAccount').has(s.name)) {
+      problem(b, `subject ServiceAccount '${s.name}' is not defined`);
+    }
+  }
+}
+
+for (const p of problems) console.log(p);
+if (problems.length) {
+  console.log(`${file}: ${problems.length} problem(s) in ${objects.length} objects`);
+  process.exit(1);
+}
+console.log(`${file}: ${objects.length} objects valid (schemas and cross-references)`);
