@@ -35,13 +35,16 @@ class DaemonMetricsTest : public ::testing::Test {
   void SetUp() override { testing::WriteFakeSysfs(dir_.path() + "/sys", {}); }
 
   // A crest-agent running mindie-sim with `sim_args` and daemon `env`.
-  std::unique_ptr<AgentProcess> StartAgent(const std::string& name,
-                                           const std::vector<std::string>& sim_args,
-                                           const std::string& env_yaml = "{}") {
+  // `edits` of config.json and `ca_file` (daemon.ca_file) for an https daemon.
+  std::unique_ptr<AgentProcess> StartAgent(
+      const std::string& name, const std::vector<std::string>& sim_args,
+      const std::string& env_yaml = "{}",
+      std::vector<std::pair<std::vector<std::string>, std::string>> edits = {},
+      const std::string& ca_file = "") {
     std::string home = dir_.File(name);
-    auto config = testing::WriteSimConfigJson(
-        home + "/mindie",
-        {{{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "1"}});
+    edits.push_back(
+        {{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "1"});
+    auto config = testing::WriteSimConfigJson(home + "/mindie", edits);
     EXPECT_TRUE(config.ok()) << config.status();
     std::vector<std::string> args = {"\"--config\"",     absl::StrCat("\"", *config, "\""),
                                      "\"--time-scale\"", "\"100\"",
@@ -50,7 +53,8 @@ class DaemonMetricsTest : public ::testing::Test {
     std::ofstream(home + "/agent.yaml")
         << "daemon:\n  binary: " << testing::BinDir() << "/mindie-sim\n  install_dir: " << home
         << "/mindie\n  args: [" << absl::StrJoin(args, ", ") << "]\n  env: " << env_yaml
-        << "\n  start_timeout_s: 20\n  stop_grace_s: 5\ndaemon_metrics_period_s: 0.05\n";
+        << "\n  ca_file: \"" << ca_file
+        << "\"\n  start_timeout_s: 20\n  stop_grace_s: 5\ndaemon_metrics_period_s: 0.05\n";
     auto agent = AgentProcess::Start({"--listen", "127.0.0.1:0", "--state-dir", home + "/state",
                                       "--sysfs-root", dir_.path() + "/sys", "--config",
                                       home + "/agent.yaml", "--node-name", name, "--insecure"});
@@ -157,6 +161,26 @@ TEST_F(DaemonMetricsTest, AMetricTheDaemonDoesNotPublishIsAbsent) {
   EXPECT_EQ(d.succeeded(), past.succeeded());
   // The block gauges still give the cache use.
   EXPECT_TRUE(d.has_peak_kv_cache_usage());
+}
+
+TEST_F(DaemonMetricsTest, MetricsOverHttpsWhenTheDaemonIsHttps) {
+  auto ca = crest::testing::TestCa::Create(dir_.path(), "daemon");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto leaf = ca->Issue("localhost");
+  ASSERT_TRUE(leaf.ok()) << leaf.status();
+  auto agent = StartAgent("n4", {}, "{}",
+                          {{{"ServerConfig", "httpsEnabled"}, "true"},
+                           {{"ServerConfig", "tlsCert"}, absl::StrCat("\"", leaf->cert, "\"")},
+                           {{"ServerConfig", "tlsPk"}, absl::StrCat("\"", leaf->key, "\"")},
+                           {{"ServerConfig", "tlsCaFile"}, "[]"}},
+                          ca->ca_file());
+  ASSERT_NE(agent, nullptr);
+  StartDaemon(9);
+  crest::v1::BenchmarkResult r = Run(8, 16);
+  EXPECT_EQ(r.succeeded(), 16u);
+  EXPECT_EQ(r.daemon().error(), "");
+  EXPECT_EQ(r.daemon().succeeded(), 16u);
+  EXPECT_EQ(r.daemon().preemptions(), 0u);
 }
 
 TEST_F(DaemonMetricsTest, WithoutMonitorModeTheErrorIsSaidAndTheBenchmarkStands) {
