@@ -132,7 +132,7 @@ class LineParser {
           value.push_back(e);
         } else {
           return Error(absl::StrCat("unknown escape \\", std::string(1, e), " in label ", key,
-                                    " (expected \\\\, \\\" or \\n)"));
+                                    R"( (expected \\, \" or \n))"));
         }
       }
       if (!closed) return Error(absl::StrCat("unterminated value of label ", key));

@@ -71,18 +71,18 @@ TEST(ParsePrometheusTextTest, MalformedLinesNameTheLineAndWhatWasExpected) {
   };
   error("a 1\nb{x=\"1\"}\n", "metrics line 2: expected a value after the metric name");
   error("9abc 1", "metrics line 1: expected a metric name");
-  error("a{x=\"1\" 2", "expected ',' or '}' after label x");
+  error(R"(a{x="1" 2)", "expected ',' or '}' after label x");
   error("a{x=1} 2", "expected '\"' to open the value of label x");
   error("a{x} 2", "expected '=' after label x");
-  error("a{x=\"1} 2", "unterminated value of label x");
-  error("a{x=\"\\t\"} 2", "unknown escape \\t in label x");
-  error("a{x=\"1\",x=\"2\"} 2", "label x given twice");
+  error(R"(a{x="1} 2)", "unterminated value of label x");
+  error(R"(a{x="\t"} 2)", R"(unknown escape \t in label x)");
+  error(R"(a{x="1",x="2"} 2)", "label x given twice");
   error("a{,} 2", "expected a label name or '}'");
-  error("a twelve", "expected a number, NaN or +Inf/-Inf as the value, got \"twelve\"");
-  error("a nan", "got \"nan\"");
-  error("a 0x10", "got \"0x10\"");
-  error("a 1 12.5", "expected an integer timestamp in ms, got \"12.5\"");
-  error("a 1 12 extra", "unexpected \"extra\" after the timestamp");
+  error("a twelve", R"(expected a number, NaN or +Inf/-Inf as the value, got "twelve")");
+  error("a nan", R"(got "nan")");
+  error("a 0x10", R"(got "0x10")");
+  error("a 1 12.5", R"(expected an integer timestamp in ms, got "12.5")");
+  error("a 1 12 extra", R"(unexpected "extra" after the timestamp)");
 }
 
 MetricTotals Totals(const std::string& text) {
@@ -169,7 +169,7 @@ class ScriptedFetch {
 
 TEST(DaemonMetricsRecorderTest, ScrapesBeforeSamplesAndAfter) {
   ScriptedFetch script({"num_preemptions_total{model_name=\"m\"} 3\nnum_requests_running 0",
-                        "num_requests_running{model_name=\"m\"} 31",
+                        R"(num_requests_running{model_name="m"} 31)",
                         "num_preemptions_total{model_name=\"m\"} 10\nnum_requests_running 0"});
   DaemonMetricsRecorder r(script.fetch(), absl::ZeroDuration());  // samples by hand
   r.Begin();

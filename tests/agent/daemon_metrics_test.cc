@@ -184,7 +184,7 @@ TEST_F(DaemonMetricsTest, MetricsOverHttpsWhenTheDaemonIsHttps) {
 }
 
 TEST_F(DaemonMetricsTest, WithoutMonitorModeTheErrorIsSaidAndTheBenchmarkStands) {
-  auto agent = StartAgent("n3", {}, "{MIES_SERVICE_MONITOR_MODE: \"0\"}");
+  auto agent = StartAgent("n3", {}, R"({MIES_SERVICE_MONITOR_MODE: "0"})");
   ASSERT_NE(agent, nullptr);
   StartDaemon(9);
   crest::v1::BenchmarkResult r = Run(8, 16);

@@ -98,17 +98,17 @@ TEST(SimProcessTest, LogsKCachesShapeAndServesHealthAndMetrics) {
   Reply m = Http(Url(sim->metrics_port, "/metrics"));
   EXPECT_EQ(m.status, 200);
   // Every series carries model_name, as MindIE's do.
-  EXPECT_THAT(m.body, HasSubstr("kv_cache_blocks_total{model_name=\"LLaMa3-8B\"} 2175"));
+  EXPECT_THAT(m.body, HasSubstr(R"(kv_cache_blocks_total{model_name="LLaMa3-8B"} 2175)"));
   for (const char* name :
        {"num_requests_running", "num_requests_waiting", "num_requests_swapped",
         "num_preemptions_total", "generation_tokens_total", "prompt_tokens_total",
         "request_received_total", "request_success_total", "request_failed_total"}) {
-    EXPECT_THAT(m.body, HasSubstr(absl::StrCat(name, "{model_name=\"LLaMa3-8B\"} ")));
+    EXPECT_THAT(m.body, HasSubstr(absl::StrCat(name, R"({model_name="LLaMa3-8B"} )")));
   }
   // A refused generation request counts as failed.
   EXPECT_EQ(Http(Url(sim->business_port, "/v1/completions"), "[1]").status, 400);
   EXPECT_THAT(Http(Url(sim->metrics_port, "/metrics")).body,
-              HasSubstr("request_failed_total{model_name=\"LLaMa3-8B\"} 1"));
+              HasSubstr(R"(request_failed_total{model_name="LLaMa3-8B"} 1)"));
 }
 
 TEST(SimProcessTest, MetricsNeedMonitorModeAndCanOmitNames) {
