@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
   vars["MIES_SERVICE_MONITOR_MODE"] = "1";
   for (const auto& [k, v] : env) vars[k] = v;
   std::vector<std::string> env_s;
+  env_s.reserve(vars.size());
   for (const auto& [k, v] : vars) env_s.push_back(absl::StrCat(k, "=", v));
   std::vector<char*> envp;
   envp.reserve(env_s.size() + 1);
