@@ -77,6 +77,7 @@ class DaemonMetricsTest : public ::testing::Test {
     req.set_replace_running(true);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    ctx.set_wait_for_ready(true);  // a loaded machine may be slow to connect
     auto reader = stub_->StartDaemon(&ctx, req);
     crest::v1::DaemonEvent e;
     crest::v1::DaemonEvent last;
@@ -96,6 +97,7 @@ class DaemonMetricsTest : public ::testing::Test {
     spec->set_seed(11);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    ctx.set_wait_for_ready(true);
     auto reader = stub_->RunBenchmark(&ctx, req);
     crest::v1::BenchmarkEvent e;
     crest::v1::BenchmarkResult result;
