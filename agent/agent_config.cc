@@ -56,7 +56,8 @@ absl::Status Get(const YAML::Node& parent, const char* key, const std::string& w
 
 absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
                         const std::string& exe_dir, AgentConfig* config) {
-  CREST_RETURN_IF_ERROR(CheckKeys(root, "", {"daemon", "sim", "limits", "labels"}));
+  CREST_RETURN_IF_ERROR(
+      CheckKeys(root, "", {"daemon", "sim", "limits", "labels", "daemon_metrics_period_s"}));
   config->log_file = state_dir + "/daemon.log";
   if (YAML::Node d = root["daemon"]) {
     CREST_RETURN_IF_ERROR(CheckKeys(
@@ -179,6 +180,13 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
     }
   }
   CREST_RETURN_IF_ERROR(Get(root, "labels", "", &config->labels));
+  double period_s = absl::ToDoubleSeconds(config->daemon_metrics_period);
+  CREST_RETURN_IF_ERROR(Get(root, "daemon_metrics_period_s", "", &period_s));
+  if (!(period_s >= 0) || period_s > 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("daemon_metrics_period_s: ", period_s, " is out of range [0, 3600] seconds"));
+  }
+  config->daemon_metrics_period = absl::Seconds(period_s);
   return absl::OkStatus();
 }
 

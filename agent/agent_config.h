@@ -18,6 +18,7 @@
 //         profile: "", time_scale: 1, seed: 1, args: []}
 //   limits: {maxBatchSize: {min: 1, max: 2048}}
 //   labels: {npu: 910B3}
+//   daemon_metrics_period_s: 1   # sampling of the daemon's /metrics in a run; 0: off
 #pragma once
 
 #include <cstdint>
@@ -71,6 +72,9 @@ struct AgentConfig {
   SimOptions sim;
   std::vector<ParamLimit> limits;  // DefaultParamLimits() narrowed by `limits:`
   std::map<std::string, std::string> labels;
+  // Time between samples of the daemon's /metrics during a benchmark (zero:
+  // only the scrapes before and after it).
+  absl::Duration daemon_metrics_period = absl::Seconds(1);
 
   const ParamLimit* FindLimit(const std::string& key) const;
 };

@@ -24,6 +24,9 @@ TEST(AgentConfigTest, DefaultsToTheSimulatorBesideTheBinary) {
   EXPECT_EQ(c.binary, "/bin/mindie-sim");
   EXPECT_EQ(c.config_json, "/state/sim/conf/config.json");
   EXPECT_EQ(c.limits.size(), 6u);
+  EXPECT_EQ(c.daemon_metrics_period, absl::Seconds(1));
+  EXPECT_EQ(ConfigFrom("daemon_metrics_period_s: 0.25").daemon_metrics_period,
+            absl::Milliseconds(250));
 }
 
 TEST(AgentConfigTest, DaemonSectionResolvesPaths) {
@@ -54,6 +57,8 @@ TEST(AgentConfigTest, ErrorsNameTheKey) {
   check("limits: {supportSelectBatch: {max: 1}}", "boolean");
   check("sim: {port: 70000}", "ports");
   check("[unclosed", "agent config");
+  check("daemon_metrics_period_s: -1", "daemon_metrics_period_s: -1 is out of range");
+  check("daemon_metrics_period_s: soon", "daemon_metrics_period_s: cannot read");
 }
 
 }  // namespace

@@ -249,6 +249,11 @@ std::string MindieConfigView::ManagementUrl() const {
                       management_port);
 }
 
+std::string MindieConfigView::MetricsUrl() const {
+  return absl::StrCat(https_enabled ? "https://" : "http://", management_ip_address, ":",
+                      metrics_port, "/metrics");
+}
+
 absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
   MindieConfigView view;
   try {

@@ -63,6 +63,9 @@ struct MindieConfigView {
   const ConfigValue* FindSchedule(const std::string& key) const;
   std::string BusinessUrl() const;
   std::string ManagementUrl() const;
+  // GET /metrics here: metricsPort on the management address, https when
+  // httpsEnabled (MindIE serves it with MIES_SERVICE_MONITOR_MODE=1).
+  std::string MetricsUrl() const;
 };
 absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text);
 

@@ -332,12 +332,12 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
   options.cwd = config_.install_dir;
   options.cpus = params.cpus;
   // The real daemon logs to files unless told otherwise: the agent needs the
-  // success and k_caches lines on its captured stdout (mindie-facts.md).
-  options.env = {{"MIES_INSTALL_PATH", config_.install_dir},
-                 {"MIES_CONFIG_JSON_PATH", config_.config_json},
-                 {"MINDIE_LOG_TO_STDOUT", "1"},
-                 {"MINDIE_LLM_PYTHON_LOG_TO_STDOUT", "1"},
-                 {"MINDIE_LLM_PYTHON_LOG_LEVEL", "INFO"}};
+  // success and k_caches lines on its captured stdout (mindie-facts.md). It
+  // serves /metrics only in monitor mode; the agent reads them in every run.
+  options.env = {
+      {"MIES_INSTALL_PATH", config_.install_dir}, {"MIES_CONFIG_JSON_PATH", config_.config_json},
+      {"MIES_SERVICE_MONITOR_MODE", "1"},         {"MINDIE_LOG_TO_STDOUT", "1"},
+      {"MINDIE_LLM_PYTHON_LOG_TO_STDOUT", "1"},   {"MINDIE_LLM_PYTHON_LOG_LEVEL", "INFO"}};
   for (const auto& [k, v] : config_.env) options.env[k] = v;
 
   auto fail_before_spawn = [&](crest::v1::DaemonFailure kind, const std::string& reason) {

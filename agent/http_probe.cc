@@ -9,16 +9,37 @@ namespace {
 
 size_t Discard(char* /*ptr*/, size_t size, size_t nmemb, void* /*user*/) { return size * nmemb; }
 
-}  // namespace
+struct Body {
+  std::string text;
+  size_t max_bytes = 0;
+  bool truncated = false;
+};
 
-absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout,
-                                  const std::string& ca_file) {
+size_t Collect(char* ptr, size_t size, size_t nmemb, void* user) {
+  auto* body = static_cast<Body*>(user);
+  size_t n = size * nmemb;
+  if (body->text.size() + n > body->max_bytes) {
+    body->truncated = true;
+    return 0;  // aborts the transfer
+  }
+  body->text.append(ptr, n);
+  return n;
+}
+
+// GET `url`; the body goes to `body` (or is discarded when null).
+absl::StatusOr<int> Get(const std::string& url, absl::Duration timeout, const std::string& ca_file,
+                        Body* body) {
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout)));
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Discard);
+  if (body != nullptr) {
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Collect);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, body);
+  } else {
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Discard);
+  }
   curl_easy_setopt(curl, CURLOPT_PROXY, "");
   if (!ca_file.empty()) {
     curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file.c_str());
@@ -30,10 +51,33 @@ absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout
   long code = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
   curl_easy_cleanup(curl);
+  if (body != nullptr && body->truncated) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("GET ", url, ": body larger than ", body->max_bytes, " bytes"));
+  }
   if (rc != CURLE_OK) {
     return absl::UnavailableError(absl::StrCat("GET ", url, ": ", curl_easy_strerror(rc)));
   }
   return static_cast<int>(code);
+}
+
+}  // namespace
+
+absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout,
+                                  const std::string& ca_file) {
+  return Get(url, timeout, ca_file, nullptr);
+}
+
+absl::StatusOr<std::string> HttpGetBody(const std::string& url, absl::Duration timeout,
+                                        const std::string& ca_file, size_t max_bytes) {
+  Body body;
+  body.max_bytes = max_bytes;
+  absl::StatusOr<int> code = Get(url, timeout, ca_file, &body);
+  if (!code.ok()) return code.status();
+  if (*code != 200) {
+    return absl::FailedPreconditionError(absl::StrCat("GET ", url, ": HTTP ", *code));
+  }
+  return std::move(body.text);
 }
 
 }  // namespace crest::agent

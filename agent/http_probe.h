@@ -1,4 +1,4 @@
-// One HTTP GET with libcurl, for the daemon's health endpoint.
+// One HTTP GET with libcurl, for the daemon's health endpoint and metrics.
 #pragma once
 
 #include <string>
@@ -13,5 +13,11 @@ namespace crest::agent {
 // daemon is local; its own certificate is often self-signed).
 absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout,
                                   const std::string& ca_file);
+
+// The body of GET `url` when it answers 200 (at most `max_bytes`);
+// UNAVAILABLE when no answer came, FAILED_PRECONDITION naming the status
+// otherwise. TLS as HttpGetStatus.
+absl::StatusOr<std::string> HttpGetBody(const std::string& url, absl::Duration timeout,
+                                        const std::string& ca_file, size_t max_bytes);
 
 }  // namespace crest::agent

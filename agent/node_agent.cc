@@ -1,5 +1,7 @@
 #include "agent/node_agent.h"
 
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,7 @@
 #include "spdlog/spdlog.h"
 
 #include "agent/benchmark_options.h"
+#include "agent/daemon_metrics.h"
 #include "agent/pinning.h"
 #include "agent/request_validation.h"
 #include "agent/topology.h"
@@ -234,11 +237,25 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
                options.target.base_url, options.spec.concurrency(), options.spec.request_rate(),
                options.spec.request_count(),
                options.cpus.empty() ? "any" : FormatCpuList(options.cpus));
-  auto out = benchmark_(options, progress, cancel);
+  // The daemon's own counters from just after warm-up to just after the run.
+  std::optional<DaemonMetricsRecorder> daemon_metrics;
+  loadgen::RunOptions run = options;
+  if (auto view = supervisor_.CurrentConfig(); view.ok()) {
+    daemon_metrics.emplace(MetricsFetcher(view->MetricsUrl(), config_.ca_file),
+                           config_.daemon_metrics_period);
+    run.on_measured_start = [&daemon_metrics] { daemon_metrics->Begin(); };
+  }
+  auto out = benchmark_(run, progress, cancel);
+  std::optional<crest::v1::DaemonRunMetrics> daemon;
+  if (daemon_metrics) daemon = daemon_metrics->End();
   benchmark_running_ = false;
   if (!out.ok()) {
     metrics_.RecordBenchmark(nullptr, false);
     return out.status();
+  }
+  if (daemon) {
+    if (!daemon->error().empty()) spdlog::warn("daemon metrics: {}", daemon->error());
+    *out->result.mutable_daemon() = *std::move(daemon);
   }
   metrics_.RecordBenchmark(&out->result, true);
   spdlog::info("benchmark done: GenerateSpeed {:.1f} tokens/s, {} ok, {} failed",

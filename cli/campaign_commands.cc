@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -154,8 +156,17 @@ int Submit(const CommonFlags& flags, const std::string& file) {
   Campaign reply;
   grpc::Status s = (*stub)->CreateCampaign(&ctx, req, &reply);
   if (!s.ok()) return RpcFail(flags, s);
+  // Allowed but worth knowing (e.g. few requests per client): in the JSON,
+  // else on stderr, so stdout stays the campaign id alone.
+  if (flags.output != "json") {
+    for (const std::string& w : reply.warnings()) std::cerr << "warning: " << w << "\n";
+  }
   if (flags.output == "json") {
-    std::cout << nlohmann::json({{"id", reply.id()}}).dump() << "\n";
+    nlohmann::json j = {{"id", reply.id()}};
+    if (reply.warnings_size() > 0) {
+      j["warnings"] = std::vector<std::string>(reply.warnings().begin(), reply.warnings().end());
+    }
+    std::cout << j.dump() << "\n";
   } else {
     std::cout << reply.id() << "\n";
   }

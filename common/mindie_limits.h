@@ -66,6 +66,13 @@ inline constexpr IntRange kSyntheticInputTokens{1, 131072};
 inline constexpr double kMaxRequestRate = 1e6;
 inline constexpr size_t kMaxModelNameBytes = 256;
 
+// Questions in the GSM8K test split, the practice's dataset: a run without a
+// request count sends each once.
+inline constexpr int64_t kGsm8kRequests = 1319;
+// Below this many measured requests per client a run is mostly ramp-up and
+// drain: still measured, but the campaign says so (docs/campaign-spec.md).
+inline constexpr double kFewRequestsPerClient = 2.0;
+
 inline constexpr char kConcurrencyKey[] = "concurrency";
 inline constexpr char kRequestCountKey[] = "request_count";
 inline constexpr char kWarmupRequestsKey[] = "warmup_requests";

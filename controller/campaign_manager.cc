@@ -13,6 +13,7 @@
 #include "controller/campaign_view.h"
 #include "controller/kv_blocks.h"
 #include "controller/schedule_plan.h"
+#include "controller/spec_fill.h"
 #include "controller/spec_validator.h"
 #include "controller/trial_outcomes.h"
 
@@ -149,6 +150,7 @@ absl::StatusOr<Campaign> CampaignManager::Create(crest::v1::CampaignSpec spec) {
   c.set_id(absl::StrCat("c", number));
   *c.mutable_spec() = std::move(spec);
   c.set_state(crest::v1::CAMPAIGN_PENDING);
+  for (std::string& w : SpecWarnings(c.spec())) c.add_warnings(std::move(w));
   *c.mutable_created() = Now();
   Batch batch;
   batch.campaigns.push_back(c);
@@ -483,8 +485,10 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
     if (SetModelState(run, job->model, ms)) {
       SearchBounds b = DeriveBounds(spec, ms.npu_block_num);
       spdlog::info(
-          "campaign {} model {}: npuBlockNum {} on {} -> maxBatchSize range [{}, {}], start {}",
-          job->campaign, job->model, ms.npu_block_num, job->node, b.lo, b.hi, b.initial);
+          "campaign {} model {}: npuBlockNum {} on {} -> maxBatchSize range [{}, {}]{}, start {}",
+          job->campaign, job->model, ms.npu_block_num, job->node, b.lo, b.hi,
+          b.capped_by_requests ? " (capped: the requests per run cannot fill a larger batch)" : "",
+          b.initial);
     }
   } else {
     if (!registry_->IsReady(job->node)) returning_.emplace(job->node, absl::InfinitePast());

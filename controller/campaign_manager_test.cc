@@ -27,7 +27,7 @@ TEST_F(ManagerTest, RunsThePracticeSearchEndToEnd) {
   CREST_ASSERT_OK(manager_->Start());
   auto c = manager_->Create(Spec(R"(name: practice
 models: [{name: m}]
-client: {request_count: 10}
+client: {request_count: 2000}
 host: {governor: performance, thp: always, pin: odd-numa}
 )"));
   CREST_ASSERT_OK(c);
@@ -48,7 +48,7 @@ host: {governor: performance, thp: always, pin: odd-numa}
   EXPECT_EQ(starts[1].overrides(1).int_value(), 217);
   EXPECT_EQ(starts[1].pinning().mode(), crest::v1::PINNING_ODD_NUMA);
   EXPECT_EQ(a->benchmarks()[1].concurrency(), 499u);
-  EXPECT_EQ(a->benchmarks()[1].request_count(), 10u);
+  EXPECT_EQ(a->benchmarks()[1].request_count(), 2000u);
   EXPECT_EQ(a->tunings_applied(), 1);  // once per node per campaign
   EXPECT_EQ(a->tunings_restored(), 1);
   EXPECT_EQ(a->daemons_running(), 0);
@@ -376,7 +376,8 @@ TEST_F(ManagerTest, RefusesARangeWhoseDerivedConcurrencyNoEligibleAgentAccepts) 
   CREST_ASSERT_OK(manager_->Start());
   EXPECT_THAT(
       manager_->Create(Spec("name: big\nmodels: [{name: m}]\n"
-                            "search: {range: [100000, 100010], initial: 100000}\n")),
+                            "search: {range: [100000, 100010], initial: 100000}\n"
+                            "client: {request_count: 200000}\n")),
       StatusIs(absl::StatusCode::kInvalidArgument,
                ::testing::AllOf(HasSubstr("search.range"), HasSubstr("model m"),
                                 HasSubstr("concurrency 100009 (maxBatchSize 100010 - 1) is "
@@ -387,7 +388,8 @@ TEST_F(ManagerTest, RefusesARangeWhoseDerivedConcurrencyNoEligibleAgentAccepts) 
   // The same range within the limits is accepted.
   CREST_EXPECT_OK(
       manager_->Create(Spec("name: ok\nmodels: [{name: m}]\n"
-                            "search: {range: [99990, 100001], initial: 99990}\n")));
+                            "search: {range: [99990, 100001], initial: 99990}\n"
+                            "client: {request_count: 200000}\n")));
 }
 
 TEST_F(ManagerTest, APointGoesOnlyToAnAgentThatAcceptsIt) {
@@ -415,7 +417,7 @@ TEST_F(ManagerTest, APointGoesOnlyToAnAgentThatAcceptsIt) {
   auto c = manager_->Create(Spec(R"(name: mixed
 models: [{name: m, nodes: [small, big]}]
 search: {range: [400, 600], initial: 435}
-client: {request_count: 10}
+client: {request_count: 1000}
 )"));
   CREST_ASSERT_OK(c);
   ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
@@ -423,6 +425,37 @@ client: {request_count: 10}
   EXPECT_THAT(Summary(Trials(c->id())),
               ElementsAre("435:TRIAL_OK@small", "500:TRIAL_OK@big", "600:TRIAL_OK@big"));
   EXPECT_EQ(small->benchmarks().size(), 1u);
+}
+
+TEST_F(ManagerTest, FewRequestsPerClientAreSaidAndStoredAnUnfillableRangeRefused) {
+  auto a = AddAgent("a");
+  a->SetCurve(PracticeCurve);
+  CREST_ASSERT_OK(manager_->Start());
+  // The practice's GSM8K run: 1319 requests at Concurrency up to 1000.
+  auto c = manager_->Create(Spec(R"(name: practice
+models: [{name: m}]
+search: {range: [435, 1001], initial: 435, max_trials: 1}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_EQ(c->warnings_size(), 1);
+  EXPECT_THAT(c->warnings(0), HasSubstr("1.32 per client at maxBatchSize 1001"));
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  auto report = manager_->Report(c->id());
+  CREST_ASSERT_OK(report);
+  ASSERT_EQ(report->warnings_size(), 1);
+  EXPECT_EQ(report->warnings(0), c->warnings(0));
+
+  crest::v1::CampaignSpec unfillable = Spec(R"(name: new-user
+models: [{name: m}]
+client: {request_count: 600, max_output_len: 256}
+)");
+  unfillable.mutable_search()->set_range_auto(false);
+  unfillable.mutable_search()->set_range_lo(100);
+  unfillable.mutable_search()->set_range_hi(1000);
+  EXPECT_THAT(manager_->Create(unfillable),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("can never fill above maxBatchSize 601")));
+  EXPECT_EQ(manager_->List().size(), 1u);
 }
 
 }  // namespace

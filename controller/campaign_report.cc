@@ -12,6 +12,7 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
   report.set_id(stored.campaign.id());
   report.set_name(stored.campaign.spec().name());
   report.set_state(stored.campaign.state());
+  *report.mutable_warnings() = stored.campaign.warnings();
   for (const auto& m : stored.campaign.spec().models()) {
     auto* mr = report.add_models();
     mr->set_model(m.name());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "controller/spec_fill.h"
+
 namespace crest::controller {
 namespace {
 
@@ -49,6 +51,12 @@ SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block
   if (s.range_auto()) {
     b.lo = std::max<int64_t>(1, npu_block_num / blocks.max);
     b.hi = std::max<int64_t>(b.lo, npu_block_num / blocks.min);
+    // Past requests + 1 the run cannot fill the batch (spec_fill.h).
+    if (auto top = LargestFillablePoint(spec); top && b.hi > *top) {
+      b.hi = *top;
+      b.lo = std::min(b.lo, b.hi);
+      b.capped_by_requests = true;
+    }
   } else {
     b.lo = s.range_lo();
     b.hi = s.range_hi();

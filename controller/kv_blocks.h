@@ -33,11 +33,14 @@ struct SearchBounds {
   int64_t lo = 0;
   int64_t hi = 0;
   int64_t initial = 0;
+  // The auto range was capped at LargestFillablePoint (spec_fill.h).
+  bool capped_by_requests = false;
 };
 
-// Range [Floor(blocks / max), Floor(blocks / min)] and start Floor(blocks /
-// avg), each replaced by the spec's explicit value when it has one; the start
-// is clamped into the range. npu_block_num may be 0 only when nothing is auto.
+// Range [Floor(blocks / max), Floor(blocks / min)] (its top capped at the
+// largest point the run's requests can fill) and start Floor(blocks / avg), each replaced by the
+// spec's explicit value when it has one; the start is clamped into the range. npu_block_num may be
+// 0 only when nothing is auto.
 SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block_num);
 
 // What a model's search runs over: DeriveBounds with the spec's step,

@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 // done, 11 the node restored, 12 the campaign's end.
 constexpr char kDiskSpec[] = R"(name: disk
 models: [{name: m}]
-client: {request_count: 10}
+client: {request_count: 1000}
 host: {thp: always}
 )";
 constexpr int kDiskWrites = 12;

@@ -1,6 +1,8 @@
 #include "controller/report.h"
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -46,6 +48,9 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
   j["id"] = report.id();
   j["name"] = report.name();
   j["state"] = CampaignStateName(report.state());
+  if (report.warnings_size() > 0) {
+    j["warnings"] = std::vector<std::string>(report.warnings().begin(), report.warnings().end());
+  }
   j["models"] = nlohmann::json::array();
   for (const auto& m : report.models()) {
     nlohmann::json jm;
@@ -88,6 +93,9 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
                               {"started", FormatTimestamp(t.started())},
                               {"finished", FormatTimestamp(t.finished())},
                               {"reason", t.reason()}});
+      if (t.flags_size() > 0) {
+        jm["trials"].back()["flags"] = std::vector<std::string>(t.flags().begin(), t.flags().end());
+      }
     }
     j["models"].push_back(std::move(jm));
   }

@@ -76,6 +76,16 @@ TEST(Report, JsonFollowsTheContract) {
   EXPECT_TRUE(j["models"][1]["best"].is_null());
 }
 
+TEST(Report, TrustFlagsShowOnlyWhenPresent) {
+  crest::v1::CampaignReport r = Sample();
+  r.mutable_models(0)->mutable_trials(2)->add_flags("client_bound");
+  r.mutable_models(0)->mutable_trials(2)->add_flags("count_mismatch");
+  nlohmann::json j = ReportToJson(r);
+  const auto& trials = j["models"][0]["trials"];
+  EXPECT_FALSE(trials[0].contains("flags"));
+  EXPECT_EQ(trials[2]["flags"], nlohmann::json::array({"client_bound", "count_mismatch"}));
+}
+
 TEST(Report, TableMarksThePeak) {
   std::string table = ReportToTable(Sample());
   EXPECT_THAT(table, HasSubstr("campaign c7 (demo): succeeded"));

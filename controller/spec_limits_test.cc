@@ -61,7 +61,9 @@ TEST(SpecLimits, SearchParametersFollowThePractice) {
 // The case: maxBatchSize is fine up to 819200, but Concurrency =
 // maxBatchSize - 1 goes above what agents accept: refused at submission.
 TEST(SpecLimits, ARangeWhoseConcurrencyNoAgentAcceptsIsRefused) {
-  auto spec = Spec("search: {range: [100000, 100010], initial: 100000}\n");
+  auto spec = Spec(
+      "search: {range: [100000, 100010], initial: 100000}\n"
+      "client: {request_count: 200000}\n");
   auto problems =
       CheckAgainstAgentLimits(spec, 0, {Agent("node-1", 100000), Agent("node-2", 100000)});
   ASSERT_THAT(problems, SizeIs(1));
@@ -75,7 +77,9 @@ TEST(SpecLimits, ARangeWhoseConcurrencyNoAgentAcceptsIsRefused) {
 }
 
 TEST(SpecLimits, WithNoAgentKnownTheDocumentedLimitsStandIn) {
-  auto spec = Spec("search: {range: [100000, 100010], initial: 100000}\n");
+  auto spec = Spec(
+      "search: {range: [100000, 100010], initial: 100000}\n"
+      "client: {request_count: 200000}\n");
   auto problems = CheckAgainstAgentLimits(spec, 0, {});
   ASSERT_THAT(problems, SizeIs(1));
   EXPECT_THAT(problems[0].message,
@@ -97,7 +101,9 @@ TEST(SpecLimits, OneAgentAcceptingTheWholeRangeIsEnough) {
 }
 
 TEST(SpecLimits, LargestAcceptedPointIsExact) {
-  auto spec = Spec("search: {range: [1, 100000], initial: 435}\n");
+  auto spec = Spec(
+      "search: {range: [1, 100000], initial: 435}\n"
+      "client: {request_count: 200000}\n");
   EXPECT_EQ(LargestAcceptedPoint(Agent("a", 500), spec, 1, 100000), 501);
   EXPECT_EQ(LargestAcceptedPoint(Agent("a", 500), spec, 600, 700), 599);  // none: lo - 1
   crest::v1::AgentInfo narrow = Agent("b", 100000);

@@ -243,5 +243,26 @@ TEST(KvBlocks, ExplicitValuesWinAndStartIsClamped) {
   EXPECT_EQ(BlocksFor(RequestShapeFor(spec.client()), 128).avg, 3);
 }
 
+TEST(KvBlocks, AutoRangeStopsWhereTheRequestsCanFillTheBatch) {
+  // The new user's case: 600 requests per run cannot fill a batch above 601.
+  crest::v1::CampaignSpec spec;
+  spec.mutable_client()->set_request_count(600);
+  ApplySpecDefaults(&spec);
+  SearchBounds bounds = DeriveBounds(spec, 2176);
+  EXPECT_EQ(bounds.lo, 362);
+  EXPECT_EQ(bounds.hi, 601);
+  EXPECT_TRUE(bounds.capped_by_requests);
+  EXPECT_EQ(bounds.initial, 435);
+  // Fewer requests than the range's bottom: one point, the largest fillable.
+  spec.mutable_client()->set_request_count(100);
+  bounds = DeriveBounds(spec, 2176);
+  EXPECT_EQ(bounds.lo, 101);
+  EXPECT_EQ(bounds.hi, 101);
+  EXPECT_EQ(bounds.initial, 101);
+  // The practice's GSM8K (1319 requests) is above the whole range: no cap.
+  spec.mutable_client()->set_request_count(0);
+  EXPECT_FALSE(DeriveBounds(spec, 2176).capped_by_requests);
+}
+
 }  // namespace
 }  // namespace crest::controller

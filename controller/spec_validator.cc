@@ -8,6 +8,7 @@
 #include "common/cpu_list.h"
 #include "common/mindie_limits.h"
 #include "controller/search_names.h"
+#include "controller/spec_fill.h"
 
 namespace crest::controller {
 namespace {
@@ -187,6 +188,7 @@ std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spe
     add("limits", "timeouts must be positive");
   }
   if (l.max_retries() > 100) add("limits.max_retries", "must lie in [0, 100]");
+  for (SpecProblem& p : CheckBatchCanFill(spec)) problems.push_back(std::move(p));
   return problems;
 }
 

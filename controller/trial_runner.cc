@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 
 #include "controller/trial_outcomes.h"
+#include "controller/trial_trust.h"
 
 namespace crest::controller {
 namespace {
@@ -182,6 +183,7 @@ Trial TrialRunner::Run(
   if (auto agent = registry_->Get(node_)) {
     NormalizeTimeScale(trial.mutable_result(), TimeScaleOf(*agent));
   }
+  for (std::string& flag : TrustFlags(trial)) trial.add_flags(std::move(flag));
   if (result->succeeded() == 0) {
     std::vector<std::string> why;
     for (const auto& [k, v] : result->failures()) why.push_back(absl::StrCat(k, " x", v));

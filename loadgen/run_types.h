@@ -39,6 +39,10 @@ struct RunOptions {
   // CPUs the load generator's threads may run on; empty: no affinity set.
   std::vector<uint32_t> cpus;
   HttpClient http_client = HttpClient::kAuto;
+  // Called on the runner's thread once every warm-up request has ended, just
+  // before the first measured request is sent (the agent reads the daemon's
+  // counters there, so they cover the measured requests only).
+  std::function<void()> on_measured_start;
 };
 
 // One measured request (the --csv record).

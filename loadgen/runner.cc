@@ -531,6 +531,7 @@ absl::StatusOr<RunOutput> Engine::Run() {
   if (plan_.measured != std::numeric_limits<uint64_t>::max()) {
     output_.requests.reserve(plan_.measured);
   }
+  if (options_.on_measured_start) options_.on_measured_start();
   CREST_RETURN_IF_ERROR(RunPhase(plan_.measured, /*warmup=*/false));
   ReportProgress(absl::Now(), true);
   std::sort(output_.requests.begin(), output_.requests.end(),

@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,6 +74,7 @@ struct Flags {
   std::optional<uint64_t> seed;
   std::optional<double> startup_seconds;
   std::optional<double> noise_cv;
+  std::vector<std::string> omit_metrics;
 };
 
 }  // namespace
@@ -93,6 +97,10 @@ int RunDaemon(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--noise-cv", flags.noise_cv, "run-to-run noise CV (default: the profile's)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--omit-metrics", flags.omit_metrics,
+                 "metric names left out of /metrics, standing in for a MindIE build that does "
+                 "not publish them")
+      ->delimiter(',');
   if (auto rc = ParseCommandLine(app, argc, argv)) return *rc;
 
   std::string config_path = FindConfigPath(flags.config, GetEnv);
@@ -143,7 +151,8 @@ int RunDaemon(int argc, char** argv) {
   }
 
   boost::asio::io_context io(1);
-  SimMetrics metrics;
+  SimMetrics metrics(config->model_name,
+                     std::set<std::string>(flags.omit_metrics.begin(), flags.omit_metrics.end()));
   EngineOptions engine_options;
   engine_options.scheduler = {config->max_batch_size,
                               config->max_prefill_batch_size,
@@ -169,6 +178,8 @@ int RunDaemon(int argc, char** argv) {
   Service service(io, *config, *profile, workload->second, &engine, &metrics,
                   [&io] { boost::asio::post(io, [&io] { io.stop(); }); });
   service_ptr = &service;
+  auto monitor = GetEnv("MIES_SERVICE_MONITOR_MODE");
+  service.SetMonitorMode(monitor && *monitor == "1");
 
   const ServerSettings& s = config->server;
   auto business = Listen(io, s.ip_address, s.port, tls.get(), [&service](auto req, auto out) {
@@ -182,7 +193,7 @@ int RunDaemon(int argc, char** argv) {
                         : business;
   auto metrics_port =
       management.ok()
-          ? Listen(io, s.management_ip_address, s.metrics_port, nullptr,
+          ? Listen(io, s.management_ip_address, s.metrics_port, tls.get(),
                    [&service](auto req, auto out) { service.HandleMetrics(req, std::move(out)); })
           : management;
   if (!metrics_port.ok()) {

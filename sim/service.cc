@@ -49,6 +49,12 @@ bool ReadMaxTokens(const json& obj, const char* key, const std::string& path, in
 
 }  // namespace
 
+void Service::Reject(Responder& out, int status, const std::string& message,
+                     const std::string& type) {
+  metrics_->failed.Increment();
+  ReplyError(out, status, message, type);
+}
+
 Service::Service(boost::asio::io_context& io, SimConfig config, Profile profile,
                  const OutputLengthDistribution& workload, Engine* engine, SimMetrics* metrics,
                  std::function<void()> on_stop)
@@ -95,11 +101,11 @@ void Service::HandleBusiness(const HttpRequest& req, std::shared_ptr<Responder> 
 
 void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<Responder> out) {
   if (!ready_) {
-    ReplyError(*out, 503, "service is not ready (model loading)", "service_unavailable");
+    Reject(*out, 503, "service is not ready (model loading)", "service_unavailable");
     return;
   }
   if (static_cast<int>(inflight_.size()) >= config_.server.max_link_num) {
-    ReplyError(
+    Reject(
         *out, 503,
         absl::StrCat("too many requests: maxLinkNum ", config_.server.max_link_num, " in flight"),
         "service_unavailable");
@@ -107,7 +113,7 @@ void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<R
   }
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
-    ReplyError(*out, 400, "request body: expected a JSON object", "validation_error");
+    Reject(*out, 400, "request body: expected a JSON object", "validation_error");
     return;
   }
   std::string prompt;
@@ -179,20 +185,20 @@ void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<R
     }
   }
   if (!ok) {
-    ReplyError(*out, 400, error, "validation_error");
+    Reject(*out, 400, error, "validation_error");
     return;
   }
   int prompt_tokens = CountPromptTokens(prompt, profile_.prompt_template_tokens);
   if (prompt_tokens > config_.max_input_token_len) {
-    ReplyError(*out, 400,
-               absl::StrCat("prompt has ", prompt_tokens, " tokens, more than maxInputTokenLen ",
-                            config_.max_input_token_len),
-               "validation_error");
+    Reject(*out, 400,
+           absl::StrCat("prompt has ", prompt_tokens, " tokens, more than maxInputTokenLen ",
+                        config_.max_input_token_len),
+           "validation_error");
     return;
   }
   int cap = std::min({max_tokens, config_.max_iter_times, config_.max_seq_len - prompt_tokens});
   if (cap < 1) {
-    ReplyError(*out, 400, "prompt leaves no room for output within maxSeqLen", "validation_error");
+    Reject(*out, 400, "prompt leaves no room for output within maxSeqLen", "validation_error");
     return;
   }
   bool ignore_eos = body.contains("ignore_eos") && body["ignore_eos"].is_boolean() &&
@@ -228,13 +234,15 @@ void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<R
   }
   absl::Status status = engine_->Submit({id, prompt_tokens, f.output_tokens});
   if (!status.ok()) {
-    ReplyError(*out, 400, std::string(status.message()), "validation_error");
+    Reject(*out, 400, std::string(status.message()), "validation_error");
     return;
   }
   metrics_->requests.Increment();
   metrics_->prompt.Increment(prompt_tokens);
   if (stream) out->BeginStream();
   out->SetOnAbort([this, id] {
+    // The client went away before the end.
+    if (inflight_.count(id) > 0) metrics_->failed.Increment();
     inflight_.erase(id);
     engine_->Cancel(id);
   });
@@ -427,6 +435,11 @@ void Service::HandleMetrics(const HttpRequest& req, std::shared_ptr<Responder> o
   std::string path = req.target.substr(0, req.target.find('?'));
   if (path != "/metrics") {
     ReplyError(*out, 404, absl::StrCat("no route ", path), "not_found");
+    return;
+  }
+  if (!monitor_mode_) {
+    // MindIE serves its metrics only with MIES_SERVICE_MONITOR_MODE=1.
+    ReplyError(*out, 404, "metrics are off: MIES_SERVICE_MONITOR_MODE is not 1", "not_found");
     return;
   }
   out->Reply(200, "text/plain; version=0.0.4", metrics_->Serialize());

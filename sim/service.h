@@ -36,6 +36,8 @@ class Service {
   void OnTokens(const std::vector<TokenEvent>& events);
 
   void SetReady() { ready_ = true; }
+  // GET /metrics answers only when on (MIES_SERVICE_MONITOR_MODE=1).
+  void SetMonitorMode(bool on) { monitor_mode_ = on; }
 
  private:
   enum class Api { kCompletions, kChat, kInfer, kGenerate, kGenerateStream, kProbe };
@@ -51,6 +53,8 @@ class Service {
     std::function<void()> on_done;  // probe requests
   };
 
+  // Counts a refused generation request in request_failed_total, then replies.
+  void Reject(Responder& out, int status, const std::string& message, const std::string& type);
   void StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<Responder> out);
   void Timed(int seconds, std::shared_ptr<Responder> out);
   void Finish(uint64_t id, Inflight& f);
@@ -64,6 +68,7 @@ class Service {
   SimMetrics* metrics_;
   std::function<void()> on_stop_;
   bool ready_ = false;
+  bool monitor_mode_ = false;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Inflight> inflight_;
 };

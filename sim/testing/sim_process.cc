@@ -29,7 +29,8 @@ nlohmann::json TestConfig() {
 }
 
 absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
-    const std::string& dir, const nlohmann::json& config, const std::vector<std::string>& args) {
+    const std::string& dir, const nlohmann::json& config, const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& env) {
   std::string conf_dir = absl::StrCat(dir, "/conf");
   std::filesystem::create_directories(conf_dir);
   std::string config_path = absl::StrCat(conf_dir, "/config.json");
@@ -42,6 +43,22 @@ absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
   argv.reserve(argv_s.size() + 1);
   for (std::string& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // As the agent does for the daemon it starts: MindIE serves /metrics only then.
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq != std::string_view::npos) vars[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
+  }
+  vars["MIES_SERVICE_MONITOR_MODE"] = "1";
+  for (const auto& [k, v] : env) vars[k] = v;
+  std::vector<std::string> env_s;
+  env_s.reserve(vars.size());
+  for (const auto& [k, v] : vars) env_s.push_back(absl::StrCat(k, "=", v));
+  std::vector<char*> envp;
+  envp.reserve(env_s.size() + 1);
+  for (std::string& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   pid_t pid = fork();
@@ -49,7 +66,7 @@ absl::StatusOr<std::unique_ptr<SimProcess>> SimProcess::Start(
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
-    execv(binary.c_str(), argv.data());
+    execve(binary.c_str(), argv.data(), envp.data());
     _exit(127);
   }
   close(fds[1]);

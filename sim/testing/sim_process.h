@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -29,10 +30,12 @@ nlohmann::json TestConfig();
 
 class SimProcess {
  public:
-  // Starts $CREST_BIN_DIR/mindie-sim --config <dir>/conf/config.json `args`.
-  static absl::StatusOr<std::unique_ptr<SimProcess>> Start(const std::string& dir,
-                                                           const nlohmann::json& config,
-                                                           const std::vector<std::string>& args);
+  // Starts $CREST_BIN_DIR/mindie-sim --config <dir>/conf/config.json `args`
+  // with this process's environment plus MIES_SERVICE_MONITOR_MODE=1 (as the
+  // agent starts a daemon), then `env` (whose entries win).
+  static absl::StatusOr<std::unique_ptr<SimProcess>> Start(
+      const std::string& dir, const nlohmann::json& config, const std::vector<std::string>& args,
+      const std::map<std::string, std::string>& env = {});
   ~SimProcess();  // SIGKILLs and reaps the process if still running
 
   // The first output line containing `text`, waiting up to `timeout_s`.

@@ -185,7 +185,7 @@ models:
   - {name: LLaMa3-8B, nodes: [node-1, node-2], parallel: 2}
   - {name: LLaMa2-13B, selector: {model: LLaMa2-13B}}
 search: {max_trials: 3, tolerance: 0.5}
-client: {request_count: 40, max_output_len: 64}
+client: {request_count: 1100, max_output_len: 64}
 host: {governor: performance, thp: always}
 )");
   ASSERT_EQ(id, "c1");
@@ -249,7 +249,7 @@ TEST_F(CampaignE2e, ControllerSigkillMidCampaignResumesWithoutLossOrDuplicates) 
   std::string id = Submit(R"(name: resume
 models: [{name: LLaMa3-8B}]
 search: {range: [100, 400], initial: 100, tolerance: 0.5}
-client: {request_count: 30, max_output_len: 64}
+client: {request_count: 400, max_output_len: 64}
 )");
   // Kill it while the second trial runs (its start is logged after it is recorded).
   ASSERT_TRUE(controller_->WaitForLine("trial c1-t2 maxBatchSize 200", absl::Seconds(60)).ok())
@@ -290,7 +290,7 @@ TEST_F(CampaignE2e, AgentSigkillMidTrialIsRetriedOnAnotherNode) {
   std::string id = Submit(R"(name: lost
 models: [{name: LLaMa3-8B, nodes: [node-1, node-2]}]
 search: {range: [100, 300], initial: 100, tolerance: 0.5}
-client: {request_count: 30, max_output_len: 64}
+client: {request_count: 400, max_output_len: 64}
 )");
   ASSERT_TRUE(controller_
                   ->WaitForLine("trial c1-t1 maxBatchSize 100 (repeat 0, attempt 1) on node-1",
@@ -331,7 +331,7 @@ TEST_F(CampaignE2e, CalibrationSetsSelectBatchFromTheMeasuredLatencies) {
   std::string id = Submit(R"(name: cal
 models: [{name: LLaMa3-8B}]
 search: {range: [100, 300], initial: 100, tolerance: 0.5}
-client: {request_count: 30, max_output_len: 64, task_kind: stream}
+client: {request_count: 400, max_output_len: 64, task_kind: stream}
 calibrate: true
 )");
   CommandResult watch = Watch(id);
@@ -386,6 +386,32 @@ client: {mode: rate}
   EXPECT_THAT(r.output, HasSubstr("bad.yaml:5: search.range: lo 500 is above hi 100"));
   EXPECT_THAT(r.output, HasSubstr("client.request_rate: required in rate mode"));
   EXPECT_THAT(Cli({"campaign", "list"}).output, ::testing::Not(HasSubstr("bad")));
+
+  // A range the requests cannot fill is refused; few requests per client
+  // are allowed and said (the practice's GSM8K run: 1319 at Concurrency 1000).
+  std::string unfillable = dir_.File("unfillable.yaml");
+  ASSERT_TRUE(WriteFileAtomically(unfillable, R"(name: new-user
+models: [{name: LLaMa3-8B}]
+search: {range: [100, 1000]}
+client: {request_count: 600, max_output_len: 256}
+)")
+                  .ok());
+  r = Cli({"campaign", "submit", "-f", unfillable});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("unfillable.yaml:3: search.range: model LLaMa3-8B: range "
+                                  "[100, 1000] runs up to Concurrency 999"));
+  EXPECT_THAT(r.output, HasSubstr("can never fill above maxBatchSize 601"));
+  std::string practice = dir_.File("practice.yaml");
+  ASSERT_TRUE(WriteFileAtomically(practice, R"(name: practice
+models: [{name: LLaMa3-8B}]
+search: {range: [435, 1001], initial: 435}
+)")
+                  .ok());
+  r = Cli({"campaign", "submit", "-f", practice});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("warning: client.request_count: 1319 requests per run for up "
+                                  "to 1000 clients (1.32 per client at maxBatchSize 1001"));
+  EXPECT_THAT(Report("c1")["warnings"][0].get<std::string>(), HasSubstr("1.32 per client"));
 
   r = Cli({"campaign", "submit", "-f", dir_.File("missing.yaml")});
   EXPECT_EQ(r.code, 1);

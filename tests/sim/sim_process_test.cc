@@ -97,10 +97,40 @@ TEST(SimProcessTest, LogsKCachesShapeAndServesHealthAndMetrics) {
   EXPECT_EQ(Http(Url(sim->management_port, "/health/timed-0")).status, 400);
   Reply m = Http(Url(sim->metrics_port, "/metrics"));
   EXPECT_EQ(m.status, 200);
-  EXPECT_THAT(m.body, HasSubstr("kv_cache_blocks_total 2175"));
-  EXPECT_THAT(m.body, HasSubstr("num_requests_running"));
-  EXPECT_THAT(m.body, HasSubstr("num_preemptions_total"));
-  EXPECT_THAT(m.body, HasSubstr("generation_tokens_total"));
+  // Every series carries model_name, as MindIE's do.
+  EXPECT_THAT(m.body, HasSubstr(R"(kv_cache_blocks_total{model_name="LLaMa3-8B"} 2175)"));
+  for (const char* name :
+       {"num_requests_running", "num_requests_waiting", "num_requests_swapped",
+        "num_preemptions_total", "generation_tokens_total", "prompt_tokens_total",
+        "request_received_total", "request_success_total", "request_failed_total"}) {
+    EXPECT_THAT(m.body, HasSubstr(absl::StrCat(name, R"({model_name="LLaMa3-8B"} )")));
+  }
+  // A refused generation request counts as failed.
+  EXPECT_EQ(Http(Url(sim->business_port, "/v1/completions"), "[1]").status, 400);
+  EXPECT_THAT(Http(Url(sim->metrics_port, "/metrics")).body,
+              HasSubstr(R"(request_failed_total{model_name="LLaMa3-8B"} 1)"));
+}
+
+TEST(SimProcessTest, MetricsNeedMonitorModeAndCanOmitNames) {
+  TempDir dir;
+  auto sim = StartReady(dir, TestConfig(),
+                        {"--startup-seconds", "0", "--time-scale", "100", "--omit-metrics",
+                         "num_preemptions_total,npu_cache_usage_perc"});
+  ASSERT_NE(sim, nullptr);
+  std::string body = Http(Url(sim->metrics_port, "/metrics")).body;
+  EXPECT_THAT(body, HasSubstr("num_requests_running{"));
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("num_preemptions_total")));
+  EXPECT_THAT(body, ::testing::Not(HasSubstr("npu_cache_usage_perc")));
+
+  // Without MIES_SERVICE_MONITOR_MODE=1 there are no metrics.
+  TempDir dir2;
+  auto off = SimProcess::Start(dir2.path(), TestConfig(), {"--startup-seconds", "0"},
+                               {{"MIES_SERVICE_MONITOR_MODE", "0"}});
+  ASSERT_TRUE(off.ok()) << off.status();
+  ASSERT_TRUE((*off)->WaitReady(15)) << (*off)->Output();
+  Reply r = Http(Url((*off)->metrics_port, "/metrics"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_THAT(r.body, HasSubstr("MIES_SERVICE_MONITOR_MODE"));
 }
 
 TEST(SimProcessTest, NotReadyWhileLoading) {
