@@ -72,7 +72,9 @@ NodeAgent::NodeAgent(NodeAgentOptions options, AgentConfig config, const Clock* 
                      HostTuner::CpupowerRunner cpupower, BenchmarkRunner benchmark)
     : options_(std::move(options)),
       config_(std::move(config)),
+      clock_(clock),
       tuner_(options_.sysfs_root, options_.state_dir, std::move(cpupower)),
+      metrics_(options_.node_name),
       benchmark_(std::move(benchmark)),
       supervisor_(config_, options_.state_dir, clock) {
   supervisor_.SetStateListener([this](const crest::v1::DaemonStatus& status) {
@@ -234,13 +236,18 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
                options.target.base_url, options.spec.concurrency(), options.spec.request_rate(),
                options.spec.request_count(),
                options.cpus.empty() ? "any" : FormatCpuList(options.cpus));
-  auto out = benchmark_(options, progress, cancel);
+  metrics_.BenchmarkStarted();
+  const loadgen::ProgressCallback observed = [&](const crest::v1::BenchmarkProgress& p) {
+    metrics_.BenchmarkProgress(p);
+    if (progress) progress(p);
+  };
+  auto out = benchmark_(options, observed, cancel);
   benchmark_running_ = false;
   if (!out.ok()) {
-    metrics_.RecordBenchmark(nullptr, false);
+    metrics_.RecordBenchmark(nullptr, false, clock_->Now());
     return out.status();
   }
-  metrics_.RecordBenchmark(&out->result, true);
+  metrics_.RecordBenchmark(&out->result, true, clock_->Now());
   spdlog::info("benchmark done: GenerateSpeed {:.1f} tokens/s, {} ok, {} failed",
                out->result.generate_speed(), out->result.succeeded(), out->result.failed());
   return out->result;

@@ -22,7 +22,7 @@ SimMetrics::SimMetrics(std::shared_ptr<prometheus::Registry> registry)
     : running(MakeGauge(*registry, "num_requests_running", "Sequences in the running batch")),
       waiting(MakeGauge(*registry, "num_requests_waiting", "Sequences waiting for prefill")),
       kv_used(MakeGauge(*registry, "kv_cache_blocks_used", "KV-cache blocks in use")),
-      kv_total(MakeGauge(*registry, "kv_cache_blocks_total", "Usable KV-cache blocks")),
+      kv_total(MakeGauge(*registry, "kv_cache_blocks_usable", "Usable KV-cache blocks")),
       cache_usage(MakeGauge(*registry, "npu_cache_usage_perc", "Fraction of KV blocks in use")),
       generated(MakeCounter(*registry, "generation_tokens_total", "Generated tokens")),
       prompt(MakeCounter(*registry, "prompt_tokens_total", "Prompt tokens of accepted requests")),

@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binar
                                                         const std::vector<std::string>& args,
                                                         const std::string& name) {
   SpawnOptions options;
-  options.argv.push_back(BinDir() + "/" + binary);
+  options.argv.push_back(binary.front() == '/' ? binary : BinDir() + "/" + binary);
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   auto proc = Subprocess::Spawn(options);
   if (!proc.ok()) return proc.status();
@@ -100,7 +100,7 @@ std::optional<ExitInfo> Process::Wait(absl::Duration timeout) { return proc_->Wa
 CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
                         absl::Duration timeout) {
   SpawnOptions options;
-  options.argv.push_back(BinDir() + "/" + binary);
+  options.argv.push_back(binary.front() == '/' ? binary : BinDir() + "/" + binary);
   options.argv.insert(options.argv.end(), args.begin(), args.end());
   CommandResult r;
   auto out = RunCommand(options, timeout);

@@ -97,7 +97,7 @@ TEST(SimProcessTest, LogsKCachesShapeAndServesHealthAndMetrics) {
   EXPECT_EQ(Http(Url(sim->management_port, "/health/timed-0")).status, 400);
   Reply m = Http(Url(sim->metrics_port, "/metrics"));
   EXPECT_EQ(m.status, 200);
-  EXPECT_THAT(m.body, HasSubstr("kv_cache_blocks_total 2175"));
+  EXPECT_THAT(m.body, HasSubstr("kv_cache_blocks_usable 2175"));
   EXPECT_THAT(m.body, HasSubstr("num_requests_running"));
   EXPECT_THAT(m.body, HasSubstr("num_preemptions_total"));
   EXPECT_THAT(m.body, HasSubstr("generation_tokens_total"));
