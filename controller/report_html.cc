@@ -159,9 +159,11 @@ std::string CurveSvg(const crest::v1::ModelReport& m, const ModelData& d, int64_
       absl::StrFormat(
           R"(<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/><line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>)",
           kL, kW - kR, kH - kB, kH - kB, kL, kL, kT, kH - kB));
-  absl::StrAppend(&s, absl::StrFormat(
-                          R"svg(<text x="%.1f" y="%.1f" text-anchor="middle">maxBatchSize</text><text transform="translate(14 %.1f) rotate(-90)" text-anchor="middle">GenerateSpeed (tokens/s)</text>)svg",
-                          (kL + kW - kR) / 2, kH - 6, (kT + kH - kB) / 2));
+  absl::StrAppend(
+      &s,
+      absl::StrFormat(
+          R"svg(<text x="%.1f" y="%.1f" text-anchor="middle">maxBatchSize</text><text transform="translate(14 %.1f) rotate(-90)" text-anchor="middle">GenerateSpeed (tokens/s)</text>)svg",
+          (kL + kW - kR) / 2, kH - 6, (kT + kH - kB) / 2));
   // The curve through each point's mean, error bars where it has repeats.
   std::vector<std::string> line;
   for (const auto& [x, v] : d.speeds) {
@@ -194,11 +196,13 @@ std::string CurveSvg(const crest::v1::ModelReport& m, const ModelData& d, int64_
     const int64_t bx = m.best().parameters().max_batch_size();
     const double px = sx(static_cast<double>(bx));
     const double py = sy(m.best().generate_speed());
+    // Above the ring, kept inside the plot near its edges.
+    const char* anchor = px > kW - kR - 40 ? "end" : px < kL + 40 ? "start" : "middle";
     absl::StrAppend(
         &s,
         absl::StrFormat(
-            R"(<circle class="peak" cx="%.1f" cy="%.1f" r="9"/><text class="peak-label" x="%.1f" y="%.1f" text-anchor="middle">peak %d</text>)",
-            px, py, px, std::max(kT + 26, py - 14), bx));
+            R"(<circle class="peak" cx="%.1f" cy="%.1f" r="9"/><text class="peak-label" x="%.1f" y="%.1f" text-anchor="%s">peak %d</text>)",
+            px, py, px, std::max(kT + 12, py - 16), anchor, bx));
   }
   // One point per ok trial (calibration runs in violet); a cross on the axis
   // for each infeasible or failed one.

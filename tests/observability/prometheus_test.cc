@@ -260,7 +260,8 @@ host: {governor: performance, thp: always}
                             t["maxBatchSize"].get<int64_t>())] = t["GenerateSpeed"].get<double>();
     }
   }
-  ASSERT_GE(expected.size(), 4u) << report.dump(2);
+  // At least one point per model (how far each search goes depends on the figures).
+  ASSERT_GE(expected.size(), 2u) << report.dump(2);
   const std::string curve = R"(crest_trial_generate_speed_tokens_per_second{campaign="c1"})";
   nlohmann::json series =
       PollUntil([&] { return prom.Query(curve); },

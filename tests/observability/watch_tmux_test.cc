@@ -81,8 +81,14 @@ client: {request_count: 30, max_output_len: 64}
 )");
   ASSERT_EQ(id, "c1") << stack.error();
   const std::string command =
-      absl::StrCat("clear; ", stack.CliCommand({"campaign", "watch", id}), "; echo WATCH-EXIT=$?");
+      absl::StrCat("printf '\\033[H\\033[2J'; ", stack.CliCommand({"campaign", "watch", id}),
+                   "; echo WATCH-EXIT=$?");
   for (const char* pane : {"wide", "narrow"}) {
+    // Typed once the shell shows its prompt.
+    std::string prompt = tmux.WaitFor(pane, [](const std::string& s) {
+      return absl::StrContains(s, "$") || absl::StrContains(s, "#");
+    });
+    ASSERT_TRUE(absl::StrContains(prompt, "$") || absl::StrContains(prompt, "#")) << prompt;
     ASSERT_EQ(tmux.Run({"send-keys", "-t", pane, command, "Enter"}).code, 0);
   }
 
