@@ -360,7 +360,7 @@ std::string ReportToHtml(const HtmlReportInput& in) {
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
       "<title>",
       Esc(title), "</title><style>", kStyle, "</style></head><body>\n<header><h1>", Esc(title),
-      "</h1><p class=\"meta\">State <span class=\"state ", CampaignStateName(r.state()), "\">",
+      R"(</h1><p class="meta">State <span class="state )", CampaignStateName(r.state()), "\">",
       CampaignStateName(r.state()), "</span>");
   if (in.campaign != nullptr && Set(in.campaign->created())) {
     absl::StrAppend(&s, " &middot; created ", FormatTimestamp(in.campaign->created()));

@@ -90,7 +90,7 @@ crest::v1::Campaign SampleCampaign() {
   c.set_state(crest::v1::CAMPAIGN_SUCCEEDED);
   c.mutable_created()->set_seconds(kStart);
   c.mutable_started()->set_seconds(kStart + 2);
-  c.mutable_finished()->set_seconds(kStart + 60 * 13);
+  c.mutable_finished()->set_seconds(kStart + int64_t{60} * 13);
   return c;
 }
 
