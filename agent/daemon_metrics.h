@@ -51,7 +51,7 @@ inline constexpr char kRunningMetric[] = "num_requests_running";
 inline constexpr char kWaitingMetric[] = "num_requests_waiting";
 inline constexpr char kCacheUsageMetric[] = "npu_cache_usage_perc";
 inline constexpr char kBlocksUsedMetric[] = "kv_cache_blocks_used";
-inline constexpr char kBlocksTotalMetric[] = "kv_cache_blocks_total";
+inline constexpr char kBlocksTotalMetric[] = "kv_cache_blocks_usable";
 
 // The run's figures from the scrape before, the samples during and the
 // scrape after (either may be missing when it failed): counters as

@@ -126,8 +126,8 @@ TEST(SummarizeTest, WhatTheDaemonDoesNotPublishStaysAbsent) {
 
 TEST(SummarizeTest, KvUseFallsBackToBlockCounts) {
   std::vector<std::string> errors;
-  auto m = Summarize(Totals("kv_cache_blocks_used 10\nkv_cache_blocks_total 40"), {},
-                     Totals("kv_cache_blocks_used 30\nkv_cache_blocks_total 40"), &errors);
+  auto m = Summarize(Totals("kv_cache_blocks_used 10\nkv_cache_blocks_usable 40"), {},
+                     Totals("kv_cache_blocks_used 30\nkv_cache_blocks_usable 40"), &errors);
   EXPECT_DOUBLE_EQ(m.peak_kv_cache_usage(), 0.75);
 }
 

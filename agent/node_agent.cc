@@ -75,7 +75,9 @@ NodeAgent::NodeAgent(NodeAgentOptions options, AgentConfig config, const Clock* 
                      HostTuner::CpupowerRunner cpupower, BenchmarkRunner benchmark)
     : options_(std::move(options)),
       config_(std::move(config)),
+      clock_(clock),
       tuner_(options_.sysfs_root, options_.state_dir, std::move(cpupower)),
+      metrics_(options_.node_name),
       benchmark_(std::move(benchmark)),
       supervisor_(config_, options_.state_dir, clock) {
   supervisor_.SetStateListener([this](const crest::v1::DaemonStatus& status) {
@@ -245,19 +247,24 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
                            config_.daemon_metrics_period);
     run.on_measured_start = [&daemon_metrics] { daemon_metrics->Begin(); };
   }
-  auto out = benchmark_(run, progress, cancel);
+  metrics_.BenchmarkStarted();
+  const loadgen::ProgressCallback observed = [&](const crest::v1::BenchmarkProgress& p) {
+    metrics_.BenchmarkProgress(p);
+    if (progress) progress(p);
+  };
+  auto out = benchmark_(run, observed, cancel);
   std::optional<crest::v1::DaemonRunMetrics> daemon;
   if (daemon_metrics) daemon = daemon_metrics->End();
   benchmark_running_ = false;
   if (!out.ok()) {
-    metrics_.RecordBenchmark(nullptr, false);
+    metrics_.RecordBenchmark(nullptr, false, clock_->Now());
     return out.status();
   }
   if (daemon) {
     if (!daemon->error().empty()) spdlog::warn("daemon metrics: {}", daemon->error());
     *out->result.mutable_daemon() = *std::move(daemon);
   }
-  metrics_.RecordBenchmark(&out->result, true);
+  metrics_.RecordBenchmark(&out->result, true, clock_->Now());
   spdlog::info("benchmark done: GenerateSpeed {:.1f} tokens/s, {} ok, {} failed",
                out->result.generate_speed(), out->result.succeeded(), out->result.failed());
   return out->result;

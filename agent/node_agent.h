@@ -79,6 +79,7 @@ class NodeAgent {
  private:
   const NodeAgentOptions options_;
   const AgentConfig config_;
+  const Clock* clock_;
   HostTuner tuner_;
   AgentMetrics metrics_;
   BenchmarkRunner benchmark_;

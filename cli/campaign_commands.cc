@@ -2,8 +2,10 @@
 // operator's view of the controller. Specs are parsed and validated here
 // first (every problem with its line), and again by the controller.
 #include <grpcpp/client_context.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -23,6 +25,7 @@
 #include "common/status.h"
 #include "common/tls.h"
 #include "controller/report.h"
+#include "controller/report_html.h"
 #include "controller/spec_parser.h"
 #include "crest/v1/controller.grpc.pb.h"
 
@@ -124,6 +127,20 @@ std::string Bar(const crest::v1::ModelProgress& m, int width) {
                     : 0.0;
   int filled = static_cast<int>(std::lround(frac * width));
   return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '-'), "]");
+}
+
+// Columns of the terminal on stdout (80 when it does not say).
+int TerminalColumns() {
+  winsize ws{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+// One line of the live view cut to the terminal: a wrapped line would throw
+// off the cursor-up count that redraws the view in place.
+std::string FitLine(const std::string& line, int columns) {
+  if (static_cast<int>(line.size()) < columns) return line;
+  return line.substr(0, std::max(0, columns - 1));
 }
 
 std::string CampaignText(const Campaign& c) {
@@ -259,9 +276,13 @@ int Watch(const CommonFlags& flags, const std::string& id, absl::Duration timeou
       ended = IsFinal(c.state());
       if (tty) {
         std::string frame;
+        const int columns = TerminalColumns();
         if (drawn > 0) absl::StrAppend(&frame, "\x1b[", drawn, "A");
-        absl::StrAppend(&frame, "\x1b[2K", "campaign ", c.id(), " (", c.spec().name(),
-                        "): ", CampaignStateName(c.state()), "\n");
+        absl::StrAppend(&frame, "\x1b[2K",
+                        FitLine(absl::StrCat("campaign ", c.id(), " (", c.spec().name(),
+                                             "): ", CampaignStateName(c.state())),
+                                columns),
+                        "\n");
         for (const auto& m : c.models()) {
           std::string best = m.has_best() ? absl::StrFormat("best %d @ %.1f tok/s",
                                                             m.best().parameters().max_batch_size(),
@@ -272,10 +293,12 @@ int Watch(const CommonFlags& flags, const std::string& id, absl::Duration timeou
                                                     : "";
           absl::StrAppend(
               &frame, "\x1b[2K",
-              absl::StrFormat("  %-14s %s %u/%s  %-26s %-10s %s", m.model(), Bar(m, 20),
-                              m.trials_done(),
-                              m.trials_planned() > 0 ? absl::StrCat(m.trials_planned()) : "?", best,
-                              now, m.activity().substr(0, 60)),
+              FitLine(
+                  absl::StrFormat("  %-14s %s %u/%s  %-26s %-10s %s", m.model(), Bar(m, 20),
+                                  m.trials_done(),
+                                  m.trials_planned() > 0 ? absl::StrCat(m.trials_planned()) : "?",
+                                  best, now, m.activity().substr(0, 60)),
+                  columns),
               "\n");
         }
         drawn = 1 + c.models_size();
@@ -324,7 +347,20 @@ int Report(const CommonFlags& flags, const std::string& id, const std::string& f
   grpc::Status s = (*stub)->GetCampaignReport(&ctx, req, &report);
   if (!s.ok()) return RpcFail(flags, s);
   std::string text;
-  if (format == "json") {
+  if (format == "html") {
+    // The campaign too: its host settings and times are not in the report.
+    grpc::ClientContext get_ctx;
+    SetDeadline(&get_ctx, kCallTimeout);
+    crest::v1::GetCampaignRequest get;
+    get.set_id(id);
+    Campaign campaign;
+    grpc::Status got = (*stub)->GetCampaign(&get_ctx, get, &campaign);
+    if (!got.ok()) return RpcFail(flags, got);
+    controller::HtmlReportInput input;
+    input.report = report;
+    input.campaign = &campaign;
+    text = controller::ReportToHtml(input);
+  } else if (format == "json") {
     text = controller::ReportToJson(report).dump(2) + "\n";
   } else if (format == "csv") {
     text = controller::ReportToCsv(report);
@@ -421,8 +457,8 @@ void AddCampaignCommands(CLI::App& crest, Action* action) {
   auto format = std::make_shared<std::string>("table");
   auto out_file = std::make_shared<std::string>();
   report->add_option("ID", *report_id, "Campaign id")->required();
-  report->add_option("--format", *format, "table (default), json or csv")
-      ->check(CLI::IsMember({"table", "json", "csv"}));
+  report->add_option("--format", *format, "table (default), json, csv or html")
+      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
   report->add_option("-o,--out", *out_file, "Write to this file instead of stdout");
   AddCommon(report, report_flags.get(), false);
   report->callback(

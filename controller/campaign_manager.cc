@@ -224,9 +224,9 @@ void CampaignManager::Poke() {
 
 void CampaignManager::UpdateCampaignMetrics() {
   if (metrics_ == nullptr) return;
-  std::map<crest::v1::CampaignState, int> counts;
-  for (const auto& [id, run] : runs_) ++counts[run.stored.campaign.state()];
-  metrics_->SetCampaignCounts(counts);
+  std::vector<Campaign> campaigns;
+  for (const auto& [id, run] : runs_) campaigns.push_back(run.stored.campaign);
+  metrics_->SetCampaigns(campaigns);
 }
 
 Campaign CampaignManager::View(const Run& run) const {

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
   }
   std::unique_ptr<ControllerServer> s(new ControllerServer());
   CREST_ASSIGN_OR_RETURN(s->store_, Store::Open(options.state_dir));
-  s->metrics_ = std::make_unique<Metrics>();
+  s->metrics_ = std::make_unique<Metrics>(&s->clock_);
   if (!options.metrics_listen.empty()) {
     CREST_ASSIGN_OR_RETURN(s->metrics_server_,
                            MetricsServer::Start(options.metrics_listen, *s->metrics_));

@@ -402,6 +402,7 @@ void Engine::ReportProgress(absl::Time now, bool force) {
   p.set_requests_failed(failed_);
   const bool bounded = plan_.measured != std::numeric_limits<uint64_t>::max();
   p.set_requests_total(bounded ? plan_.measured : 0);
+  p.set_requests_in_flight(active_.size());
   const absl::Duration elapsed =
       measure_start_ == absl::InfiniteFuture() ? absl::ZeroDuration() : now - measure_start_;
   const double secs = absl::ToDoubleSeconds(elapsed);

@@ -24,7 +24,7 @@ class SimMetrics {
   prometheus::Gauge& waiting;        // num_requests_waiting
   prometheus::Gauge& swapped;        // num_requests_swapped (always 0: recompute, no swap)
   prometheus::Gauge& kv_used;        // kv_cache_blocks_used
-  prometheus::Gauge& kv_total;       // kv_cache_blocks_total
+  prometheus::Gauge& kv_total;       // kv_cache_blocks_usable
   prometheus::Gauge& cache_usage;    // npu_cache_usage_perc (0..1)
   prometheus::Counter& generated;    // generation_tokens_total
   prometheus::Counter& prompt;       // prompt_tokens_total

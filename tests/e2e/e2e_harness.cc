@@ -17,7 +17,7 @@ namespace crest::e2e {
 absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binary,
                                                         const std::vector<std::string>& args,
                                                         const std::string& name) {
-  std::vector<std::string> argv = {BinDir() + "/" + binary};
+  std::vector<std::string> argv = {binary.front() == '/' ? binary : BinDir() + "/" + binary};
   argv.insert(argv.end(), args.begin(), args.end());
   return StartCommand(std::move(argv), name);
 }
@@ -105,7 +105,7 @@ std::optional<ExitInfo> Process::Wait(absl::Duration timeout) { return proc_->Wa
 
 CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
                         absl::Duration timeout) {
-  std::vector<std::string> argv = {BinDir() + "/" + binary};
+  std::vector<std::string> argv = {binary.front() == '/' ? binary : BinDir() + "/" + binary};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunArgv(std::move(argv), timeout);
 }

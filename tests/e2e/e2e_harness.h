@@ -24,7 +24,7 @@ using ::crest::testing::SourceDir;
 
 class Process {
  public:
-  // Starts `binary` (a name in $CREST_BIN_DIR) with `args`.
+  // Starts `binary` (a name in $CREST_BIN_DIR, or an absolute path) with `args`.
   static absl::StatusOr<std::unique_ptr<Process>> Start(const std::string& binary,
                                                         const std::vector<std::string>& args,
                                                         const std::string& name);
@@ -63,7 +63,7 @@ struct CommandResult {
   std::string output;  // stdout and stderr
 };
 
-// Runs `binary args...` to completion (at most `timeout`).
+// Runs `binary args...` to completion (at most `timeout`); `binary` as in Process::Start.
 CommandResult RunBinary(const std::string& binary, const std::vector<std::string>& args,
                         absl::Duration timeout = absl::Seconds(30));
 // Runs `argv` as given (argv[0] a path) to completion.

@@ -98,7 +98,7 @@ TEST(SimProcessTest, LogsKCachesShapeAndServesHealthAndMetrics) {
   Reply m = Http(Url(sim->metrics_port, "/metrics"));
   EXPECT_EQ(m.status, 200);
   // Every series carries model_name, as MindIE's do.
-  EXPECT_THAT(m.body, HasSubstr(R"(kv_cache_blocks_total{model_name="LLaMa3-8B"} 2175)"));
+  EXPECT_THAT(m.body, HasSubstr(R"(kv_cache_blocks_usable{model_name="LLaMa3-8B"} 2175)"));
   for (const char* name :
        {"num_requests_running", "num_requests_waiting", "num_requests_swapped",
         "num_preemptions_total", "generation_tokens_total", "prompt_tokens_total",

@@ -1,0 +1,383 @@
+// A real Prometheus (Debian `prometheus`) on loopback scraping a real
+// controller, its agents and their mindie-sim daemons through a short
+// campaign, with deploy/prometheus/crest-rules.yml loaded. Checks: every
+// exposer passes `promtool check metrics`; the curve series carry the
+// contract's labels and the report's values; every panel query of
+// deploy/grafana/crest-dashboard.json, its template variables substituted,
+// returns data; no panel queries a metric no exposer publishes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+
+#include "common/file_util.h"
+#include "tests/observability/stack.h"
+
+namespace crest::observability {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr double kTimeScale = 200;
+constexpr absl::Duration kDeadline = absl::Seconds(20);
+
+// Polls `fetch` until `done` accepts its value or the deadline passes.
+template <typename Fetch, typename Done>
+auto PollUntil(Fetch fetch, Done done, absl::Duration deadline = kDeadline) {
+  const absl::Time end = absl::Now() + deadline;
+  auto value = fetch();
+  while (!done(value) && absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(100));  // between polls, not a synchronisation
+    value = fetch();
+  }
+  return value;
+}
+
+class Prometheus {
+ public:
+  explicit Prometheus(std::string base) : base_(std::move(base)) {}
+
+  // The result vector of an instant query (empty on any error, kept in last_error).
+  nlohmann::json Query(const std::string& promql) {
+    auto body = HttpGet(absl::StrCat(base_, "/api/v1/query?query=", UrlEncode(promql)));
+    if (!body.ok()) {
+      last_error_ = body.status().ToString();
+      return nlohmann::json::array();
+    }
+    auto j = nlohmann::json::parse(*body, nullptr, false);
+    if (!j.is_object() || j.value("status", "") != "success") {
+      last_error_ = *body;
+      return nlohmann::json::array();
+    }
+    last_error_.clear();
+    return j["data"]["result"];
+  }
+  // The result matrix of a range query over [start, now] at 1 s steps.
+  nlohmann::json QueryRange(const std::string& promql, absl::Time start) {
+    auto body = HttpGet(absl::StrCat(base_, "/api/v1/query_range?query=", UrlEncode(promql),
+                                     "&start=", absl::ToUnixSeconds(start) - 1,
+                                     "&end=", absl::ToUnixSeconds(absl::Now()) + 1, "&step=1"));
+    if (!body.ok()) {
+      last_error_ = body.status().ToString();
+      return nlohmann::json::array();
+    }
+    auto j = nlohmann::json::parse(*body, nullptr, false);
+    if (!j.is_object() || j.value("status", "") != "success") {
+      last_error_ = *body;
+      return nlohmann::json::array();
+    }
+    last_error_.clear();
+    return j["data"]["result"];
+  }
+  const std::string& last_error() const { return last_error_; }
+
+ private:
+  std::string base_;
+  std::string last_error_;
+};
+
+// Metric names a text exposition declares (# TYPE lines), with the series
+// names a histogram or summary adds.
+std::set<std::string> DeclaredNames(const std::string& text) {
+  std::set<std::string> names;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 4 || f[0] != "#" || f[1] != "TYPE") continue;
+    names.insert(f[2]);
+    if (f[3] == "histogram" || f[3] == "summary") {
+      for (const char* s : {"_bucket", "_sum", "_count"}) names.insert(f[2] + s);
+    }
+  }
+  return names;
+}
+
+// The metric names a PromQL expression reads: identifiers left once label
+// matchers, grouping clauses, ranges and strings are removed, that are not
+// function calls or keywords.
+std::set<std::string> QueriedNames(std::string expr) {
+  expr = std::regex_replace(expr, std::regex(R"("[^"]*")"), "\"\"");
+  expr = std::regex_replace(expr, std::regex(R"(\{[^}]*\})"), " ");
+  expr = std::regex_replace(expr, std::regex(R"(\[[^\]]*\])"), " ");
+  expr = std::regex_replace(
+      expr, std::regex(R"(\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\))"), " ");
+  static const std::set<std::string> kKeywords = {
+      "by",     "without", "on",  "ignoring", "bool",       "and",        "or",
+      "unless", "offset",  "inf", "nan",      "group_left", "group_right"};
+  std::set<std::string> names;
+  std::regex ident(R"(([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?)");
+  for (auto it = std::sregex_iterator(expr.begin(), expr.end(), ident);
+       it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1];
+    if ((*it)[2].matched || kKeywords.count(name) > 0) continue;
+    // A digit run's tail (1e3) is not an identifier.
+    if (it->position() > 0 && std::isdigit(static_cast<unsigned char>(expr[it->position() - 1]))) {
+      continue;
+    }
+    names.insert(name);
+  }
+  return names;
+}
+
+// Every panel of a dashboard, rows' nested panels included.
+void CollectPanels(const nlohmann::json& panels, std::vector<nlohmann::json>* out) {
+  for (const auto& p : panels) {
+    if (p.contains("panels")) CollectPanels(p["panels"], out);
+    if (p.contains("targets")) out->push_back(p);
+  }
+}
+
+std::vector<std::string> RecordingRules(const std::string& file) {
+  auto text = ReadFileToString(file);
+  std::vector<std::string> names;
+  if (!text.ok()) return names;
+  std::regex record(R"(record:\s*(\S+))");
+  for (auto it = std::sregex_iterator(text->begin(), text->end(), record);
+       it != std::sregex_iterator(); ++it) {
+    names.push_back((*it)[1]);
+  }
+  return names;
+}
+
+TEST(PrometheusTest, ScrapesACampaignAndServesEveryDashboardPanel) {
+  const std::string prometheus = FindOnPath("prometheus");
+  const std::string promtool = FindOnPath("promtool");
+  if (prometheus.empty() || promtool.empty()) {
+    GTEST_SKIP() << "prometheus/promtool not installed: apt-get install prometheus "
+                    "(listed in scripts/debian-packages.txt)";
+  }
+  Stack stack;
+  ASSERT_TRUE(stack.StartController()) << stack.error();
+  ASSERT_TRUE(stack.StartAgent("node-1", "LLaMa3-8B", kTimeScale)) << stack.error();
+  ASSERT_TRUE(stack.StartAgent("node-2", "LLaMa2-13B", kTimeScale)) << stack.error();
+
+  // Prometheus in a temp dir, scraping everything four times a second.
+  const std::string rules = e2e::SourceDir() + "/deploy/prometheus/crest-rules.yml";
+  std::string config = absl::StrCat(
+      "global: {scrape_interval: 250ms, evaluation_interval: 250ms}\n", "rule_files: [\"", rules,
+      "\"]\n", "scrape_configs:\n", "  - job_name: crest-controller\n",
+      "    static_configs: [{targets: [\"", stack.controller_metrics(), "\"]}]\n",
+      "  - job_name: crest-agent\n    static_configs:\n");
+  std::string daemons = "  - job_name: mindie\n    static_configs:\n";
+  for (const auto& [node, e] : stack.agents()) {
+    absl::StrAppend(&config, "      - targets: [\"", e.metrics, "\"]\n");
+    absl::StrAppend(&daemons, "      - {targets: [\"", e.sim_metrics, "\"], labels: {node: ", node,
+                    "}}\n");
+  }
+  config += daemons;
+  const std::string config_file = stack.dir().File("prometheus.yml");
+  ASSERT_TRUE(WriteFileAtomically(config_file, config).ok());
+  const int port = FreePort();
+  auto server = Process::Start(
+      prometheus,
+      {"--config.file=" + config_file, "--storage.tsdb.path=" + stack.dir().File("tsdb"),
+       absl::StrCat("--web.listen-address=127.0.0.1:", port), "--log.level=warn"},
+      "prometheus");
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string base = absl::StrCat("http://127.0.0.1:", port);
+  Prometheus prom(base);
+  auto ready = PollUntil([&] { return HttpGet(base + "/-/ready"); },
+                         [](const absl::StatusOr<std::string>& r) { return r.ok(); });
+  ASSERT_TRUE(ready.ok()) << ready.status() << "\n" << (*server)->output();
+
+  // Every exposer's text passes promtool's linter.
+  std::set<std::string> published;
+  std::vector<std::pair<std::string, std::string>> exposers = {
+      {"controller", stack.controller_metrics()}};
+  for (const auto& [node, e] : stack.agents()) {
+    exposers.emplace_back("agent " + node, e.metrics);
+    exposers.emplace_back("mindie-sim of " + node, e.sim_metrics);
+  }
+  std::set<std::string> linted;
+  // Lints every exposer that answers now; the daemons answer only while a
+  // trial runs.
+  auto lint_all = [&] {
+    for (const auto& [who, address] : exposers) {
+      auto body = HttpGet(absl::StrCat("http://", address, "/metrics"));
+      if (!body.ok() && who.rfind("mindie-sim", 0) == 0) continue;
+      ASSERT_TRUE(body.ok()) << who << ": " << body.status();
+      const std::string& text = *body;
+      linted.insert(who);
+      for (const auto& n : DeclaredNames(text)) published.insert(n);
+      const std::string file = stack.dir().File("scrape.txt");
+      ASSERT_TRUE(WriteFileAtomically(file, text).ok());
+      e2e::CommandResult lint =
+          e2e::RunBinary("/bin/sh", {"-c", absl::StrCat(promtool, " check metrics < ", file)});
+      EXPECT_EQ(lint.code, 0) << who << ": " << lint.output << "\n" << text;
+      EXPECT_EQ(lint.output, "") << who;
+    }
+  };
+  lint_all();
+
+  const std::string id = stack.Submit(R"(name: obs
+models:
+  - {name: LLaMa3-8B, nodes: [node-1]}
+  - {name: LLaMa2-13B, nodes: [node-2]}
+search: {max_trials: 3, tolerance: 0.5}
+client: {request_count: 40, max_output_len: 64}
+host: {governor: performance, thp: always}
+)");
+  ASSERT_EQ(id, "c1") << stack.error();
+  const absl::Time campaign_start = absl::Now();
+  e2e::CommandResult watch = stack.Cli({"campaign", "watch", id}, absl::Seconds(60));
+  ASSERT_EQ(watch.code, 0) << watch.output;
+  ASSERT_THAT(watch.output, HasSubstr("succeeded"));
+  const std::string report_file = stack.dir().File("report.json");
+  ASSERT_EQ(stack.Cli({"campaign", "report", id, "--format", "json", "-o", report_file}).code, 0);
+  auto report = nlohmann::json::parse(*ReadFileToString(report_file), nullptr, false);
+  ASSERT_TRUE(report.is_object());
+  // Each trial stops its daemon; start one per node again (as an operator
+  // would with `crest node start`) so the daemons' own metrics can be read.
+  for (const auto& [node, e] : stack.agents()) {
+    e2e::CommandResult start = stack.NodeCli(node, {"node", "start"});
+    ASSERT_EQ(start.code, 0) << node << ": " << start.output;
+  }
+  // After the campaign every family that it fills is declared; lint again.
+  lint_all();
+  EXPECT_EQ(linted.size(), exposers.size()) << "not every exposer was linted";
+  auto daemons_up = PollUntil([&] { return prom.Query(R"(up{job="mindie"} == 1)"); },
+                              [](const nlohmann::json& r) { return r.size() == 2; });
+  EXPECT_EQ(daemons_up.size(), 2u) << "Prometheus did not scrape both daemons";
+
+  // The curve: one series per ok trial, with the contract's labels and the report's figure.
+  std::map<std::string, double> expected;  // "model/node/maxBatchSize" -> GenerateSpeed
+  int trials = 0;
+  for (const auto& m : report["models"]) {
+    for (const auto& t : m["trials"]) {
+      ++trials;
+      if (t["status"] != "ok" || t["calibration"].get<bool>()) continue;
+      expected[absl::StrCat(m["model"].get<std::string>(), "/", t["node"].get<std::string>(), "/",
+                            t["maxBatchSize"].get<int64_t>())] = t["GenerateSpeed"].get<double>();
+    }
+  }
+  // At least one point per model (how far each search goes depends on the figures).
+  ASSERT_GE(expected.size(), 2u) << report.dump(2);
+  const std::string curve = R"(crest_trial_generate_speed_tokens_per_second{campaign="c1"})";
+  nlohmann::json series =
+      PollUntil([&] { return prom.Query(curve); },
+                [&](const nlohmann::json& r) { return r.size() == expected.size(); });
+  ASSERT_EQ(series.size(), expected.size()) << series.dump(2) << prom.last_error();
+  for (const auto& s : series) {
+    const auto& labels = s["metric"];
+    EXPECT_EQ(labels["campaign"], "c1");
+    EXPECT_EQ(labels["calibration"], "false");
+    EXPECT_EQ(labels["job"], "crest-controller");
+    const std::string key =
+        absl::StrCat(labels["model"].get<std::string>(), "/", labels["node"].get<std::string>(),
+                     "/", labels["max_batch_size"].get<std::string>());
+    ASSERT_EQ(expected.count(key), 1u) << key << " not in the report";
+    const double value = std::stod(s["value"][1].get<std::string>());
+    EXPECT_NEAR(value, expected[key], 1e-6 * expected[key]) << key;
+  }
+  // Trials counted, best so far as the report's best, benchmarks per node.
+  auto total =
+      PollUntil([&] { return prom.Query(R"(sum(crest_trials_total{campaign="c1"}))"); },
+                [&](const nlohmann::json& r) {
+                  return r.size() == 1 && std::stoi(r[0]["value"][1].get<std::string>()) == trials;
+                });
+  ASSERT_EQ(total.size(), 1u);
+  EXPECT_EQ(std::stoi(total[0]["value"][1].get<std::string>()), trials);
+  for (const auto& m : report["models"]) {
+    auto best = prom.Query(absl::StrCat(R"(crest_best_max_batch_size{campaign="c1",model=")",
+                                        m["model"].get<std::string>(), "\"}"));
+    ASSERT_EQ(best.size(), 1u) << m["model"];
+    EXPECT_EQ(std::stoi(best[0]["value"][1].get<std::string>()),
+              m["best"]["maxBatchSize"].get<int>());
+  }
+  // Each agent ran one benchmark per ok trial of its node.
+  std::map<std::string, int> ok_per_node;
+  for (const auto& m : report["models"]) {
+    for (const auto& t : m["trials"]) {
+      if (t["status"] == "ok") ++ok_per_node[t["node"].get<std::string>()];
+    }
+  }
+  auto benchmarks =
+      PollUntil([&] { return prom.Query(R"(crest_agent_benchmarks_total{result="ok"})"); },
+                [&](const nlohmann::json& r) {
+                  int sum = 0;
+                  for (const auto& b : r) sum += std::stoi(b["value"][1].get<std::string>());
+                  return r.size() == 2 && sum == ok_per_node["node-1"] + ok_per_node["node-2"];
+                });
+  ASSERT_EQ(benchmarks.size(), 2u) << benchmarks.dump();
+  for (const auto& b : benchmarks) {
+    const std::string node = b["metric"]["node"].get<std::string>();
+    EXPECT_EQ(std::stoi(b["value"][1].get<std::string>()), ok_per_node[node]) << b.dump();
+    EXPECT_EQ(b["metric"]["job"], "crest-agent");
+  }
+  // The hosts were restored at the end: no longer tuned.
+  auto tuned =
+      PollUntil([&] { return prom.Query("max(crest_agent_host_tuned)"); },
+                [](const nlohmann::json& r) { return r.size() == 1 && r[0]["value"][1] == "0"; });
+  ASSERT_EQ(tuned.size(), 1u) << prom.last_error();
+  EXPECT_EQ(tuned[0]["value"][1], "0");
+  // The recording rule over the curve sees the same points.
+  auto recorded = PollUntil(
+      [&] {
+        return prom.Query(
+            R"(crest:trial_generate_speed_tokens_per_second:max_by_point{campaign="c1"})");
+      },
+      [&](const nlohmann::json& r) { return r.size() == expected.size(); });
+  EXPECT_EQ(recorded.size(), expected.size()) << recorded.dump();
+
+  // The dashboard: every panel query, variables substituted, has data; every
+  // metric it reads is published by an exposer or a recording rule.
+  for (const auto& r : RecordingRules(rules)) published.insert(r);
+  auto dashboard_text = ReadFileToString(e2e::SourceDir() + "/deploy/grafana/crest-dashboard.json");
+  ASSERT_TRUE(dashboard_text.ok());
+  auto dashboard = nlohmann::json::parse(*dashboard_text, nullptr, false);
+  ASSERT_TRUE(dashboard.is_object());
+  std::vector<nlohmann::json> panels;
+  CollectPanels(dashboard["panels"], &panels);
+  ASSERT_GE(panels.size(), 6u);
+  // Panels the short campaign leaves empty: mindie-sim reports no preemptions
+  // when nothing is preempted, and no trial fails.
+  const std::set<std::string> may_be_empty = {"Preemptions per maxBatchSize"};
+  int queried = 0;
+  for (const auto& panel : panels) {
+    const std::string title = panel.value("title", "");
+    for (const auto& target : panel["targets"]) {
+      const std::string expr = target.value("expr", "");
+      ASSERT_FALSE(expr.empty()) << title;
+      // The preemption panel reads a metric published once the agent reports
+      // the daemon's preemptions (BenchmarkResult.daemon); until then it has
+      // no series and no # TYPE line.
+      for (const auto& name : QueriedNames(expr)) {
+        if (may_be_empty.count(title) > 0) continue;
+        EXPECT_EQ(published.count(name), 1u)
+            << "panel '" << title << "' queries " << name << ", which no exposer publishes";
+      }
+      const std::string promql = absl::StrReplaceAll(expr, {{"$campaign", "c1"},
+                                                            {"${campaign}", "c1"},
+                                                            {"$model", "LLaMa3-8B|LLaMa2-13B"},
+                                                            {"$node", "node-1|node-2"},
+                                                            {"$__rate_interval", "1m"},
+                                                            {"$__interval", "5s"},
+                                                            {"$__range", "5m"}});
+      ASSERT_EQ(promql.find('$'), std::string::npos) << title << ": " << promql;
+      ++queried;
+      if (may_be_empty.count(title) > 0) continue;
+      // As Grafana asks: an instant query for instant targets, else a range
+      // query over the campaign (the daemons' series end with each trial).
+      const bool instant = target.value("instant", false);
+      auto result = PollUntil(
+          [&] { return instant ? prom.Query(promql) : prom.QueryRange(promql, campaign_start); },
+          [](const nlohmann::json& r) { return !r.empty(); }, absl::Seconds(15));
+      EXPECT_FALSE(result.empty())
+          << "panel '" << title << "': no data for " << promql << " " << prom.last_error();
+    }
+  }
+  EXPECT_GE(queried, 10);
+}
+
+}  // namespace
+}  // namespace crest::observability
