@@ -216,7 +216,7 @@ TEST_F(NetnsCampaign, CutLinkMovesTheTrialAndTheHostIsRestoredWhenItReturns) {
 models:
   - {name: LLaMa3-8B, nodes: [node-1, node-2, node-3], parallel: 3}
 search: {range: [100, 600], initial: 100, step: 100, tolerance: 0.5}
-client: {request_count: 30, max_output_len: 64}
+client: {request_count: 600, max_output_len: 64}
 host: {governor: performance, thp: always}
 limits: {max_retries: 2}
 )")

@@ -77,7 +77,7 @@ TEST(WatchInTmux, DrawsProgressBarsInPlace) {
   const std::string id = stack.Submit(R"(name: watched
 models: [{name: LLaMa3-8B}]
 search: {range: [100, 400], initial: 100, tolerance: 0.5}
-client: {request_count: 30, max_output_len: 64}
+client: {request_count: 400, max_output_len: 64}
 )");
   ASSERT_EQ(id, "c1") << stack.error();
   const std::string command =
