@@ -36,7 +36,8 @@ class DaemonMetricsTest : public ::testing::Test {
 
   // A crest-agent running mindie-sim with `sim_args` and daemon `env`.
   // `edits` of config.json and `ca_file` (daemon.ca_file) for an https daemon.
-  std::unique_ptr<AgentProcess> StartAgent(
+  // The agent lives as long as the test fixture, so TearDown can still reach it.
+  AgentProcess* StartAgent(
       const std::string& name, const std::vector<std::string>& sim_args,
       const std::string& env_yaml = "{}",
       std::vector<std::pair<std::vector<std::string>, std::string>> edits = {},
@@ -65,7 +66,8 @@ class DaemonMetricsTest : public ::testing::Test {
     auto channel = MakeChannel((*agent)->address(), tls);
     EXPECT_TRUE(channel.ok());
     stub_ = crest::v1::NodeAgent::NewStub(*channel);
-    return std::move(*agent);
+    agent_ = std::move(*agent);
+    return agent_.get();
   }
 
   void StartDaemon(int max_batch_size) {
@@ -109,7 +111,19 @@ class DaemonMetricsTest : public ::testing::Test {
     return result;
   }
 
+  // The daemon outlives its agent by design (a restarted agent adopts it), so
+  // each test stops it: nothing is left running on the machine.
+  void TearDown() override {
+    if (stub_ == nullptr) return;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    crest::v1::StopDaemonReply reply;
+    const grpc::Status s = stub_->StopDaemon(&ctx, crest::v1::StopDaemonRequest(), &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+
   crest::testing::TempDir dir_;
+  std::unique_ptr<AgentProcess> agent_;
   std::unique_ptr<crest::v1::NodeAgent::Stub> stub_;
 };
 
