@@ -40,7 +40,8 @@ SimMetrics::SimMetrics(std::shared_ptr<prometheus::Registry> registry,
       swapped(MakeGauge(*registry, "num_requests_swapped", "Sequences swapped out to host memory",
                         model_name)),
       kv_used(MakeGauge(*registry, "kv_cache_blocks_used", "KV-cache blocks in use", model_name)),
-      kv_total(MakeGauge(*registry, "kv_cache_blocks_usable", "Usable KV-cache blocks", model_name)),
+      kv_total(
+          MakeGauge(*registry, "kv_cache_blocks_usable", "Usable KV-cache blocks", model_name)),
       cache_usage(
           MakeGauge(*registry, "npu_cache_usage_perc", "Fraction of KV blocks in use", model_name)),
       generated(MakeCounter(*registry, "generation_tokens_total", "Generated tokens", model_name)),

@@ -37,11 +37,10 @@ class DaemonMetricsTest : public ::testing::Test {
   // A crest-agent running mindie-sim with `sim_args` and daemon `env`.
   // `edits` of config.json and `ca_file` (daemon.ca_file) for an https daemon.
   // The agent lives as long as the test fixture, so TearDown can still reach it.
-  AgentProcess* StartAgent(
-      const std::string& name, const std::vector<std::string>& sim_args,
-      const std::string& env_yaml = "{}",
-      std::vector<std::pair<std::vector<std::string>, std::string>> edits = {},
-      const std::string& ca_file = "") {
+  AgentProcess* StartAgent(const std::string& name, const std::vector<std::string>& sim_args,
+                           const std::string& env_yaml = "{}",
+                           std::vector<std::pair<std::vector<std::string>, std::string>> edits = {},
+                           const std::string& ca_file = "") {
     std::string home = dir_.File(name);
     edits.push_back(
         {{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "1"});
