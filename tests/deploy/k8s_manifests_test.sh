@@ -13,8 +13,17 @@ kubectl=${KUBECTL:-kubectl}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v "$kubectl" >/dev/null || fail "no '$kubectl' on PATH (Debian: kubernetes-client; run scripts/install-deps)"
 command -v node >/dev/null || fail "no 'node' on PATH (Debian: nodejs; run scripts/install-deps)"
-[ -d "$here/node_modules/kubernetes-models" ] ||
-  fail "$here/node_modules lacks kubernetes-models (run scripts/install-deps, which runs npm ci there)"
+if [ ! -d "$here/node_modules/kubernetes-models" ]; then
+  # No npm registry reachable when scripts/install-deps ran (it says why): the
+  # rendering is still checked, the schema and reference checks are skipped.
+  while IFS= read -r k; do
+    "$kubectl" kustomize "$(dirname "$k")" >/dev/null || fail "kubectl kustomize $(dirname "$k") failed"
+  done < <(find "$src/deploy/k8s" -name kustomization.yaml | sort)
+  echo "SKIP: every kustomization renders, but $here/node_modules lacks kubernetes-models" \
+    "(scripts/install-deps could not run npm ci: no npm registry reachable), so the schema and" \
+    "cross-reference checks did not run" >&2
+  exit 77
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 check() { node "$here/check_manifests.js" "$@"; }
