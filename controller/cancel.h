@@ -12,15 +12,26 @@ namespace crest::controller {
 
 class CancelSignal {
  public:
+  // Callbacks run on the cancelling thread, one at a time and outside the
+  // lock, so a callback may itself take locks of its own.
   void Cancel() {
-    std::map<int, std::function<void()>> callbacks;
-    {
-      absl::MutexLock lock(&mu_);
-      if (cancelled_) return;
-      cancelled_ = true;
-      callbacks.swap(callbacks_);
+    mu_.Lock();
+    if (cancelled_) {
+      mu_.Unlock();
+      return;
     }
-    for (auto& [id, cb] : callbacks) cb();
+    cancelled_ = true;
+    while (!callbacks_.empty()) {
+      auto it = callbacks_.begin();
+      running_ = it->first;
+      std::function<void()> cb = std::move(it->second);
+      callbacks_.erase(it);
+      mu_.Unlock();
+      cb();
+      mu_.Lock();
+      running_ = -1;
+    }
+    mu_.Unlock();
   }
   bool cancelled() const {
     absl::MutexLock lock(&mu_);
@@ -38,15 +49,21 @@ class CancelSignal {
     cb();
     return -1;
   }
+  // After Unsubscribe returns the callback neither runs nor is running: a
+  // callback refers to its subscriber's state (a grpc::ClientContext on the
+  // stack), which is destroyed right after.
   void Unsubscribe(int id) {
     absl::MutexLock lock(&mu_);
     callbacks_.erase(id);
+    auto not_running = [this, id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_ != id; };
+    mu_.Await(absl::Condition(&not_running));
   }
 
  private:
   mutable absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   int next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = -1;  // the id of the callback Cancel() runs now
   std::map<int, std::function<void()>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
