@@ -43,7 +43,9 @@ constexpr int64_t kKnee = 575;
 // per token: about 0.5% less throughput per sequence.
 double Rising(int64_t b) { return 1000.0 * static_cast<double>(b) / (39 + 0.095 * b); }
 int64_t Preemptions(int64_t b) { return b <= kKnee ? 0 : 6 * (b - kKnee); }
-double Curve(int64_t b) { return 1 / (1 / Rising(b) + 1.4e-7 * static_cast<double>(Preemptions(b))); }
+double Curve(int64_t b) {
+  return 1 / (1 / Rising(b) + 1.4e-7 * static_cast<double>(Preemptions(b)));
+}
 PointOutcome Measured(double v, std::optional<int64_t> preemptions) {
   PointOutcome o;
   o.objective = v;

@@ -197,9 +197,11 @@ int main(int argc, char** argv) {
   auto share = crest::ShareDir();
   if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
   if (profiles.empty()) {
-    for (const auto& e : std::filesystem::directory_iterator(*share + "/profiles")) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(*share + "/profiles", ec)) {
       if (e.path().extension() == ".json") profiles.push_back(e.path().stem().string());
     }
+    if (ec) return crest::FailWithMessage(app, *share + "/profiles: " + ec.message());
     std::sort(profiles.begin(), profiles.end());
   }
   // Two KV-cache sizes per profile: MindIE's reference 17 GiB and a larger
