@@ -63,7 +63,7 @@ int64_t KneeGuess(const crest::v1::CampaignSpec& spec, int64_t npu_block_num) {
   const auto cbs = static_cast<double>(std::max<uint32_t>(1, spec.search().cache_block_size()));
   // The natural output length, before MaxOutputLen caps it: a cap shortens
   // the long requests, which are the ones that hold the cache longest.
-  double natural = static_cast<double>(shape.avg_output_tokens);
+  auto natural = static_cast<double>(shape.avg_output_tokens);
   if (spec.client().avg_output_tokens() == 0 &&
       spec.client().dataset().type() != crest::v1::DATASET_TYPE_SYNTHETIC) {
     natural = kGsm8kNaturalOutputTokens;

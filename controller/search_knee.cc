@@ -113,7 +113,7 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
   std::vector<double> raw;
   if (!r.below && r.past == std::numeric_limits<int64_t>::max()) {
     // Nothing known: k points around the predicted knee.
-    const double c = static_cast<double>(
+    const auto c = static_cast<double>(
         std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, space.hi));
     for (size_t i = 0; i < k; ++i) {
       raw.push_back(c *
@@ -209,7 +209,7 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       *why_done = "every point up to the range's low end is infeasible";
       return {};
     }
-    const double c = static_cast<double>(
+    const auto c = static_cast<double>(
         std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, hi));
     for (size_t i = 0; i < k; ++i) {
       raw.push_back(c *
@@ -473,8 +473,8 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
 
 size_t KneeSearch::PlannedPoints(const SearchSpace& space) const {
   if (space.hi < space.lo) return 0;
-  const double width = static_cast<double>(space.hi - space.lo + 1);
-  const double res = static_cast<double>(Resolution(space, space.initial));
+  const auto width = static_cast<double>(space.hi - space.lo + 1);
+  const auto res = static_cast<double>(Resolution(space, space.initial));
   // Two to bracket, the halvings of a bracket of kSpread, one confirmation.
   const double halvings = std::ceil(std::log2(std::max(
       1.0,
