@@ -53,7 +53,7 @@ absl::Status CampaignManager::Start() {
       Run run;
       run.stored = std::move(stored);
       auto strategy = MakeStrategy(run.stored.campaign.spec().search().strategy());
-      run.strategy = strategy.ok() ? std::move(*strategy) : std::make_unique<StepSearch>();
+      run.strategy = strategy.ok() ? std::move(*strategy) : std::make_unique<PracticeSearch>();
       run.next_trial = NextTrialNumber(run.stored.trials);
       for (auto& t : InterruptUnfinished(&run.stored.trials, Now())) batch.trials.push_back(t);
       const std::string id = run.stored.campaign.id();

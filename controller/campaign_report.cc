@@ -16,7 +16,11 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
   for (const auto& m : stored.campaign.spec().models()) {
     auto* mr = report.add_models();
     mr->set_model(m.name());
-    if (auto best = BestOf(stored.trials, m.name())) *mr->mutable_best() = *best;
+    if (auto best = ChosenBest(stored, m.name())) *mr->mutable_best() = *best;
+    mr->set_rounds(Rounds(stored.trials, m.name()));
+    auto strategy = MakeStrategy(stored.campaign.spec().search().strategy());
+    mr->set_strategy(strategy.ok() ? (*strategy)->Name()
+                                   : stored.campaign.spec().search().strategy());
     for (const auto& t : stored.trials) {
       if (t.model() == m.name()) *mr->add_trials() = t;
     }

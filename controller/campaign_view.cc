@@ -53,7 +53,7 @@ crest::v1::Campaign CampaignView(
     }
     mp->set_trials_done(done);
     mp->set_trials_failed(failed);
-    if (auto best = BestOf(stored.trials, m.name())) *mp->mutable_best() = *best;
+    if (auto best = ChosenBest(stored, m.name())) *mp->mutable_best() = *best;
     mp->set_npu_block_num(ms.npu_block_num);
     mp->set_done(ms.done);
     bool known = !NeedsBlockNum(spec.search()) || ms.npu_block_num > 0;

@@ -66,14 +66,34 @@ SearchBounds DeriveBounds(const crest::v1::CampaignSpec& spec, int64_t npu_block
   return b;
 }
 
+int64_t KneeGuess(const crest::v1::CampaignSpec& spec, int64_t npu_block_num) {
+  const RequestShape shape = RequestShapeFor(spec.client());
+  const auto cbs = static_cast<double>(std::max<uint32_t>(1, spec.search().cache_block_size()));
+  // The natural output length, before MaxOutputLen caps it: a cap shortens
+  // the long requests, which are the ones that hold the cache longest.
+  auto natural = static_cast<double>(shape.avg_output_tokens);
+  if (spec.client().avg_output_tokens() == 0 &&
+      spec.client().dataset().type() != crest::v1::DATASET_TYPE_SYNTHETIC) {
+    natural = kGsm8kNaturalOutputTokens;
+  }
+  const double live_tokens =
+      static_cast<double>(shape.avg_input_tokens) +
+      std::min(kLiveOutputShare * natural, static_cast<double>(shape.max_output_tokens));
+  return static_cast<int64_t>(static_cast<double>(npu_block_num) / (live_tokens / cbs + 0.5));
+}
+
 SearchSpace SearchSpaceFor(const crest::v1::CampaignSpec& spec, int64_t npu_block_num) {
   SearchBounds b = DeriveBounds(spec, npu_block_num);
-  return SearchSpace{b.lo,
-                     b.hi,
-                     b.initial,
-                     spec.search().step(),
-                     spec.search().tolerance(),
-                     spec.search().max_trials()};
+  SearchSpace space;
+  space.lo = b.lo;
+  space.hi = b.hi;
+  space.initial = b.initial;
+  space.step = spec.search().step();
+  space.tolerance = spec.search().tolerance();
+  space.max_points = spec.search().max_trials();
+  space.knee_guess =
+      npu_block_num > 0 ? std::clamp(KneeGuess(spec, npu_block_num), b.lo, b.hi) : b.initial;
+  return space;
 }
 
 }  // namespace crest::controller

@@ -63,7 +63,13 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
                     {"prefillTimeMsPerReq", p.prefill_time_ms_per_req()},
                     {"decodeTimeMsPerReq", p.decode_time_ms_per_req()},
                     {"GenerateSpeed", m.best().generate_speed()},
-                    {"GenerateSpeedPerClient", m.best().generate_speed_per_client()}};
+                    {"GenerateSpeedPerClient", m.best().generate_speed_per_client()},
+                    {"runs", m.best().runs()}};
+      // Relative noise of one run and how sure the choice is; null when no
+      // point was measured twice / nothing else was measured.
+      jm["best"]["noise"] = m.best().has_noise() ? nlohmann::json(m.best().noise()) : nullptr;
+      jm["best"]["confidence"] =
+          m.best().has_confidence() ? nlohmann::json(m.best().confidence()) : nullptr;
     } else {
       jm["best"] = nullptr;
     }
@@ -96,7 +102,11 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
       if (t.flags_size() > 0) {
         jm["trials"].back()["flags"] = std::vector<std::string>(t.flags().begin(), t.flags().end());
       }
+      if (r.daemon().has_preemptions())
+        jm["trials"].back()["preemptions"] = r.daemon().preemptions();
     }
+    jm["rounds"] = m.rounds();
+    jm["strategy"] = m.strategy();
     j["models"].push_back(std::move(jm));
   }
   return j;
@@ -175,6 +185,15 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
       }
       absl::StrAppend(
           &out, absl::StrFormat(" -> GenerateSpeed %.1f token/s\n", m.best().generate_speed()));
+      absl::StrAppend(&out, absl::StrFormat("  search: %s, %d rounds", m.strategy(), m.rounds()));
+      if (m.best().has_noise()) {
+        absl::StrAppend(&out, absl::StrFormat("; noise of one run %.2f%% (%d runs at the best)",
+                                              100 * m.best().noise(), m.best().runs()));
+      }
+      if (m.best().has_confidence()) {
+        absl::StrAppend(&out, absl::StrFormat("; confidence %.0f%%", 100 * m.best().confidence()));
+      }
+      absl::StrAppend(&out, "\n");
     }
   }
   return out;

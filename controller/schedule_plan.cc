@@ -58,6 +58,12 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
     t.repeat = repeat;
     t.calibration = calibration;
     t.attempt = static_cast<uint32_t>(attempt);
+    for (const auto& done : trials) {
+      if (done.model() == model.name() && !done.calibration() &&
+          done.status() == crest::v1::TRIAL_OK && done.parameters().max_batch_size() == point) {
+        t.measured_on.push_back(done.node());
+      }
+    }
     plan.trials.push_back(std::move(t));
   };
   if (spec.calibrate()) {
@@ -84,7 +90,10 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
     return plan;
   }
   for (int64_t point : decision.wanted) {
-    for (uint32_t r = 0; r < spec.search().repeats(); ++r) {
+    auto more = decision.runs.find(point);
+    const uint32_t runs =
+        std::max(spec.search().repeats(), more == decision.runs.end() ? 0U : more->second);
+    for (uint32_t r = 0; r < runs; ++r) {
       auto it = slots.find({point, r});
       Slot slot = it == slots.end() ? Slot{} : it->second;
       if (slot.ok || slot.running || slot.infeasible || slot.failed) continue;
@@ -137,13 +146,18 @@ std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
   std::vector<bool> taken(free_nodes.size(), false);
   for (const PlannedTrial& t : trials) {
     std::string chosen;
-    for (size_t i = 0; i < free_nodes.size() && chosen.empty(); ++i) {
-      if (taken[i]) continue;
-      for (const auto& a : agents) {
-        if (a.node_name() == free_nodes[i] &&
-            RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
-          taken[i] = true;
-          chosen = free_nodes[i];
+    for (int pass = 0; pass < 2 && chosen.empty(); ++pass) {
+      for (size_t i = 0; i < free_nodes.size() && chosen.empty(); ++i) {
+        if (taken[i]) continue;
+        const bool measured = std::find(t.measured_on.begin(), t.measured_on.end(),
+                                        free_nodes[i]) != t.measured_on.end();
+        if (pass == 0 && measured) continue;
+        for (const auto& a : agents) {
+          if (a.node_name() == free_nodes[i] &&
+              RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
+            taken[i] = true;
+            chosen = free_nodes[i];
+          }
         }
       }
     }

@@ -25,6 +25,9 @@ struct PlannedTrial {
   uint32_t repeat = 0;
   bool calibration = false;
   uint32_t attempt = 1;
+  // Nodes that measured this point already: a repeat goes to another node
+  // when one is free, so that a final answer is confirmed on a second node.
+  std::vector<std::string> measured_on;
 };
 
 struct ModelPlan {
@@ -65,8 +68,9 @@ absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,
                               const std::vector<crest::v1::AgentInfo>& agents);
 
 // The node for each of `trials`, in order: the first of `free_nodes` not
-// taken yet whose agent accepts the trial's point, or "" when none does (the
-// trial waits for a node that accepts it).
+// taken yet whose agent accepts the trial's point, preferring one not in its
+// `measured_on`, or "" when none does (the trial waits for a node that
+// accepts it).
 std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
                                      const std::vector<PlannedTrial>& trials,
                                      const std::vector<std::string>& free_nodes,

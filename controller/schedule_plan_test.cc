@@ -35,7 +35,7 @@ std::vector<std::string> Planned(const ModelPlan& plan) {
 
 TEST(PlanModel, ProbesFirstWhenTheRangeIsAuto) {
   auto spec = PlanSpec("name: p\nmodels: [{name: m}]\nlimits: {max_retries: 1}\n");
-  StepSearch step;
+  PracticeSearch step;
   ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 1, 0);
   EXPECT_TRUE(plan.probe);
   EXPECT_TRUE(plan.trials.empty());
@@ -53,7 +53,7 @@ TEST(PlanModel, StartsWantedAttemptsUpToParallelAndFreeNodes) {
 models: [{name: m, parallel: 3}]
 search: {range: [100, 400], initial: 100, repeats: 2}
 )");
-  StepSearch step;
+  PracticeSearch step;
   ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, {}, step, 0, 5, 0);
   EXPECT_THAT(Planned(plan), ElementsAre("100/r0/a1", "100/r1/a1", "200/r0/a1"));
   EXPECT_EQ(plan.trials[0].parameters.max_prefill_batch_size(), 50);
@@ -71,7 +71,7 @@ search: {range: [100, 400], initial: 100, repeats: 2}
 TEST(PlanModel, EndsTheSearchOnceNothingRuns) {
   auto spec = PlanSpec(
       "name: p\nmodels: [{name: m}]\nsearch: {range: [100, 300], initial: 100, step: 100}\n");
-  StepSearch step;
+  PracticeSearch step;
   std::vector<crest::v1::Trial> trials = {Measured(100, crest::v1::TRIAL_OK, 10),
                                           Measured(200, crest::v1::TRIAL_OK, 5)};
   ModelPlan running = PlanModel(spec, spec.models(0), ModelState{}, trials, step, 1, 1, 0);
@@ -85,6 +85,54 @@ TEST(PlanModel, EndsTheSearchOnceNothingRuns) {
   ModelState done;
   done.done = true;
   EXPECT_TRUE(PlanModel(spec, spec.models(0), done, trials, step, 0, 1, 0).finished);
+}
+
+// A strategy that wants `point` measured `runs` times in all.
+class WantsRuns final : public SearchStrategy {
+ public:
+  WantsRuns(int64_t point, uint32_t runs) : point_(point), runs_(runs) {}
+  std::string Name() const override { return "wants-runs"; }
+  SearchDecision Decide(const SearchSpace&, const Outcomes&, size_t) const override {
+    SearchDecision d;
+    d.wanted = {point_};
+    d.runs[point_] = runs_;
+    return d;
+  }
+  size_t PlannedPoints(const SearchSpace&) const override { return 1; }
+
+ private:
+  int64_t point_;
+  uint32_t runs_;
+};
+
+TEST(PlanModel, StartsTheExtraRunsAStrategyAsksFor) {
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m, parallel: 3}]
+search: {range: [100, 400], initial: 100}
+)");
+  std::vector<crest::v1::Trial> trials = {Measured(200, crest::v1::TRIAL_OK, 10)};
+  ModelPlan plan =
+      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 3), 0, 5, 0);
+  EXPECT_THAT(Planned(plan), ElementsAre("200/r1/a1", "200/r2/a1"));
+  // Fewer runs than the spec's repeats asks for nothing more.
+  EXPECT_TRUE(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 0, 5, 0)
+                  .trials.empty());
+}
+
+TEST(AssignNodes, ARepeatPrefersANodeThatHasNotMeasuredThePoint) {
+  auto spec = PlanSpec("name: p\nmodels: [{name: m}]\n");
+  std::vector<crest::v1::AgentInfo> agents(2);
+  agents[0].set_node_name("a");
+  agents[1].set_node_name("b");
+  PlannedTrial repeat;
+  repeat.parameters.set_max_batch_size(500);
+  repeat.parameters.set_max_prefill_batch_size(250);
+  repeat.parameters.set_concurrency(499);
+  repeat.repeat = 1;
+  repeat.measured_on = {"a"};
+  EXPECT_THAT(AssignNodes(spec, {repeat}, {"a", "b"}, agents), ElementsAre("b"));
+  // Only the node that measured it is free: it runs there rather than wait.
+  EXPECT_THAT(AssignNodes(spec, {repeat}, {"a"}, agents), ElementsAre("a"));
 }
 
 TEST(FreeEligibleNodes, ListedOrderElseAgentOrderSkippingBusyAndLost) {

@@ -7,6 +7,10 @@
 
 namespace crest::controller {
 
-inline std::vector<std::string> KnownStrategies() { return {"step"}; }
+// The strategy used when `search.strategy` is absent (docs/search.md).
+inline constexpr char kDefaultStrategy[] = "knee";
+
+// "step" is the practice's ladder under its first name, kept as an alias.
+inline std::vector<std::string> KnownStrategies() { return {"knee", "practice", "step", "grid"}; }
 
 }  // namespace crest::controller

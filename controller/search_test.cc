@@ -12,12 +12,20 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Kind = PointOutcome::Kind;
 
+// A point that did not measure ok: infeasible or failed.
+PointOutcome Ended(Kind kind, const std::string& reason) {
+  PointOutcome o;
+  o.kind = kind;
+  o.reason = reason;
+  return o;
+}
+
 SearchSpace Practice() { return {362, 1088, 435, 100, 0.02, 20}; }
 
 // Runs the strategy to its end against a throughput curve, one point at a time.
 std::vector<int64_t> Walk(const SearchSpace& space, const std::function<PointOutcome(int64_t)>& f,
                           std::string* reason) {
-  StepSearch search;
+  PracticeSearch search;
   std::map<int64_t, PointOutcome> finished;
   std::vector<int64_t> visited;
   for (int guard = 0; guard < 100; ++guard) {
@@ -34,7 +42,12 @@ std::vector<int64_t> Walk(const SearchSpace& space, const std::function<PointOut
   return visited;
 }
 
-PointOutcome Ok(double v) { return {Kind::kOk, v, ""}; }
+PointOutcome Ok(double v) {
+  PointOutcome o;
+  o.objective = v;
+  o.samples = {v};
+  return o;
+}
 
 TEST(StepLadder, RoundsUpToMultiplesOfStep) {
   EXPECT_THAT(StepLadder({362, 800, 435, 100, 0.02, 20}), ElementsAre(435, 500, 600, 700, 800));
@@ -43,7 +56,7 @@ TEST(StepLadder, RoundsUpToMultiplesOfStep) {
   EXPECT_THAT(StepLadder({10, 5, 10, 100, 0.02, 20}), ElementsAre());
 }
 
-TEST(StepSearch, ThePracticeStopsAt600) {
+TEST(PracticeSearch, ThePracticeStopsAt600) {
   // The best-practice text: 435 -> 2.8453, 500 -> 2.9803, 600 -> 2.5206 (fell: stop).
   std::map<int64_t, double> curve = {{435, 2.8453}, {500, 2.9803}, {600, 2.5206}, {700, 3.5}};
   std::string reason;
@@ -53,7 +66,7 @@ TEST(StepSearch, ThePracticeStopsAt600) {
   EXPECT_THAT(reason, HasSubstr("throughput fell at maxBatchSize 600"));
 }
 
-TEST(StepSearch, DropWithinToleranceContinues) {
+TEST(PracticeSearch, DropWithinToleranceContinues) {
   std::map<int64_t, double> curve = {{435, 100}, {500, 99}, {600, 97.5}, {700, 90}};
   std::string reason;
   auto visited = Walk(
@@ -67,31 +80,24 @@ TEST(StepSearch, DropWithinToleranceContinues) {
   EXPECT_THAT(visited, ElementsAre(435, 500, 600, 700));
 }
 
-TEST(StepSearch, InfeasiblePointEndsTheUpwardSearch) {
+TEST(PracticeSearch, InfeasiblePointEndsTheUpwardSearch) {
   std::string reason;
   auto visited = Walk(
-      Practice(),
-      [](int64_t p) {
-        return p > 500 ? PointOutcome{Kind::kInfeasible, 0, ""} : Ok(p);
-      },
+      Practice(), [](int64_t p) { return p > 500 ? Ended(Kind::kInfeasible, "") : Ok(p); },
       &reason);
   EXPECT_THAT(visited, ElementsAre(435, 500, 600));
   EXPECT_THAT(reason, HasSubstr("600 is infeasible"));
 }
 
-TEST(StepSearch, FailedPointEndsTheSearch) {
+TEST(PracticeSearch, FailedPointEndsTheSearch) {
   std::string reason;
   auto visited = Walk(
-      Practice(),
-      [](int64_t) {
-        return PointOutcome{Kind::kFailed, 0, ""};
-      },
-      &reason);
+      Practice(), [](int64_t) { return Ended(Kind::kFailed, ""); }, &reason);
   EXPECT_THAT(visited, ElementsAre(435));
   EXPECT_THAT(reason, HasSubstr("435 failed"));
 }
 
-TEST(StepSearch, RangeEndAndMaxTrials) {
+TEST(PracticeSearch, RangeEndAndMaxTrials) {
   std::string reason;
   auto visited = Walk(
       {100, 300, 100, 100, 0.02, 20}, [](int64_t p) { return Ok(p); }, &reason);
@@ -103,8 +109,8 @@ TEST(StepSearch, RangeEndAndMaxTrials) {
   EXPECT_THAT(reason, HasSubstr("max_trials (2)"));
 }
 
-TEST(StepSearch, LookaheadMeasuresAheadButDecidesInOrder) {
-  StepSearch search;
+TEST(PracticeSearch, LookaheadMeasuresAheadButDecidesInOrder) {
+  PracticeSearch search;
   std::map<int64_t, PointOutcome> finished;
   EXPECT_THAT(search.Decide(Practice(), finished, 2).wanted, ElementsAre(435, 500));
   // 500 finished first and is worse than nothing known yet: 435 decides.
@@ -119,9 +125,26 @@ TEST(StepSearch, LookaheadMeasuresAheadButDecidesInOrder) {
   EXPECT_EQ(search.PlannedPoints(Practice()), 7u);  // 435, 500 ... 1000
 }
 
+TEST(PracticeSearch, FlaggedRunIsNoEvidenceOfAFall) {
+  std::string reason;
+  auto visited = Walk(
+      Practice(),
+      [](int64_t p) {
+        PointOutcome o = Ok(p == 500 ? 50 : 100);
+        o.untrusted = p == 500;  // e.g. client_bound
+        return o;
+      },
+      &reason);
+  EXPECT_THAT(visited, ElementsAre(435, 500, 600, 700, 800, 900, 1000));
+  EXPECT_THAT(reason, HasSubstr("range's end"));
+}
+
 TEST(Strategies, Registry) {
-  EXPECT_THAT(KnownStrategies(), ElementsAre("step"));
-  EXPECT_TRUE(MakeStrategy("step").ok());
+  EXPECT_THAT(KnownStrategies(), ElementsAre("knee", "practice", "step", "grid"));
+  EXPECT_EQ(MakeStrategy("step").value()->Name(), "practice");
+  EXPECT_EQ(MakeStrategy("practice").value()->Name(), "practice");
+  EXPECT_EQ(MakeStrategy("grid").value()->Name(), "grid");
+  EXPECT_EQ(MakeStrategy("").value()->Name(), kDefaultStrategy);
   EXPECT_FALSE(MakeStrategy("bayes").ok());
 }
 

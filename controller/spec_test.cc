@@ -98,7 +98,7 @@ TEST(SpecParser, MinimalSpecGetsDefaults) {
   EXPECT_TRUE(s.search().range_auto());
   EXPECT_TRUE(s.search().initial_auto());
   EXPECT_EQ(s.search().step(), 100);
-  EXPECT_EQ(s.search().strategy(), "step");
+  EXPECT_EQ(s.search().strategy(), "knee");
   EXPECT_EQ(s.search().repeats(), 1u);
   EXPECT_DOUBLE_EQ(s.search().tolerance(), 0.02);
   EXPECT_EQ(s.search().max_trials(), 20u);

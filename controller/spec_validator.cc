@@ -34,7 +34,7 @@ void ApplySpecDefaults(crest::v1::CampaignSpec* spec) {
   if (s->range_lo() == 0 && s->range_hi() == 0) s->set_range_auto(true);
   if (s->initial() == 0) s->set_initial_auto(true);
   if (s->step() == 0) s->set_step(kDefaultStep);
-  if (s->strategy().empty()) s->set_strategy("step");
+  if (s->strategy().empty()) s->set_strategy(kDefaultStrategy);
   if (s->repeats() == 0) s->set_repeats(1);
   if (s->tolerance() == 0) s->set_tolerance(kDefaultTolerance);
   if (s->max_trials() == 0) s->set_max_trials(kDefaultMaxTrials);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/mindie_limits.h"
+#include "controller/kv_blocks.h"
 #include "controller/spec_limits.h"
 #include "controller/store.h"
 
@@ -25,6 +26,12 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
       case crest::v1::TRIAL_OK:
         s.ok = true;
         s.speed = t.result().generate_speed();
+        s.untrusted = t.flags_size() > 0;
+        if (t.result().daemon().has_preemptions()) {
+          s.preemptions = static_cast<int64_t>(t.result().daemon().preemptions());
+        } else {
+          s.preemptions.reset();
+        }
         break;
       case crest::v1::TRIAL_RUNNING:
       case crest::v1::TRIAL_PENDING:
@@ -55,32 +62,43 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
 
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
                                                uint32_t repeats) {
-  std::map<int64_t, std::vector<const Slot*>> by_point;
-  for (const auto& [key, s] : slots) by_point[key.first].push_back(&s);
+  std::map<int64_t, std::vector<std::pair<uint32_t, const Slot*>>> by_point;
+  for (const auto& [key, s] : slots) by_point[key.first].emplace_back(key.second, &s);
   std::map<int64_t, PointOutcome> out;
   for (const auto& [point, list] : by_point) {
     PointOutcome o;
+    o.runs = 0;
     bool any_infeasible = false;
     bool any_failed = false;
-    uint32_t ok = 0;
-    double sum = 0;
-    for (const Slot* s : list) {
+    uint32_t base_ended = 0;
+    double all_sum = 0;
+    size_t all_ok = 0;
+    for (const auto& [repeat, s] : list) {
+      const bool ended = s->ok || s->infeasible || s->failed;
+      if (ended) ++o.runs;
+      if (ended && repeat < repeats) ++base_ended;
       any_infeasible |= s->infeasible;
       any_failed |= s->failed;
       if ((s->infeasible || s->failed) && o.reason.empty()) o.reason = s->reason;
-      if (s->ok) {
-        ++ok;
-        sum += s->speed;
-      }
+      if (!s->ok) continue;
+      ++all_ok;
+      all_sum += s->speed;
+      if (!s->untrusted) o.samples.push_back(s->speed);
+      if (s->preemptions) o.preemptions = std::max(o.preemptions.value_or(0), *s->preemptions);
     }
     if (any_infeasible) {
       o.kind = PointOutcome::Kind::kInfeasible;
     } else if (any_failed) {
       o.kind = PointOutcome::Kind::kFailed;
-    } else if (ok >= repeats) {
-      o.objective = sum / ok;
-    } else {
+    } else if (base_ended < repeats) {
       continue;  // unfinished
+    } else if (!o.samples.empty()) {
+      double sum = 0;
+      for (double v : o.samples) sum += v;
+      o.objective = sum / static_cast<double>(o.samples.size());
+    } else {
+      o.untrusted = true;
+      o.objective = all_sum / static_cast<double>(std::max<size_t>(1, all_ok));
     }
     out[point] = o;
   }
@@ -113,6 +131,66 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
     }
   }
   return best;
+}
+
+std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
+                                                const std::string& model) {
+  const auto& spec = stored.campaign.spec();
+  auto strategy = MakeStrategy(spec.search().strategy());
+  if (!strategy.ok()) return BestOf(stored.trials, model);
+  auto ms = stored.models.find(model);
+  const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
+  const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
+  const auto finished = FinishedPoints(Slots(stored.trials, model, false, max_attempts),
+                                       std::max<uint32_t>(1, spec.search().repeats()));
+  std::optional<SearchAnswer> answer = (*strategy)->Best(SearchSpaceFor(spec, blocks), finished);
+  if (!answer) return BestOf(stored.trials, model);
+  crest::v1::BestConfig best;
+  double per_client = 0;
+  int n = 0;
+  for (const auto& t : stored.trials) {
+    if (t.model() != model || t.calibration() || t.status() != crest::v1::TRIAL_OK ||
+        t.parameters().max_batch_size() != answer->point || t.flags_size() > 0) {
+      continue;
+    }
+    if (n == 0) *best.mutable_parameters() = t.parameters();
+    per_client += t.result().generate_speed_per_client();
+    ++n;
+  }
+  best.set_generate_speed(answer->objective);
+  best.set_generate_speed_per_client(n > 0 ? per_client / n : 0);
+  best.set_runs(static_cast<uint32_t>(answer->runs));
+  if (answer->noise) best.set_noise(*answer->noise);
+  if (answer->confidence) best.set_confidence(*answer->confidence);
+  return best;
+}
+
+uint32_t Rounds(const std::vector<Trial>& trials, const std::string& model) {
+  std::vector<const Trial*> mine;
+  for (const auto& t : trials) {
+    if (t.model() == model) mine.push_back(&t);
+  }
+  auto before = [](const google::protobuf::Timestamp& a, const google::protobuf::Timestamp& b) {
+    return a.seconds() < b.seconds() || (a.seconds() == b.seconds() && a.nanos() <= b.nanos());
+  };
+  std::stable_sort(mine.begin(), mine.end(), [](const Trial* a, const Trial* b) {
+    return a->started().seconds() < b->started().seconds() ||
+           (a->started().seconds() == b->started().seconds() &&
+            a->started().nanos() < b->started().nanos());
+  });
+  std::vector<uint32_t> round(mine.size(), 0);
+  uint32_t rounds = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    uint32_t r = 1;
+    for (size_t j = 0; j < i; ++j) {
+      if (IsFinal(mine[j]->status()) && before(mine[j]->finished(), mine[i]->started())) {
+        r = std::max(r, round[j] + 1);
+      }
+    }
+    round[i] = r;
+    rounds = std::max(rounds, r);
+  }
+  return rounds;
 }
 
 const Trial* CalibrationTrial(const std::vector<Trial>& trials, const std::string& model) {

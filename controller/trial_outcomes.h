@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "controller/search.h"
+#include "controller/store.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller {
@@ -26,6 +27,10 @@ struct Slot {
   bool failed = false;
   double speed = 0;
   std::string reason;
+  // From the ok run: the daemon's preemption count (nullopt: not published)
+  // and whether a trust flag marks it (docs/search.md).
+  std::optional<int64_t> preemptions;
+  bool untrusted = false;
 };
 
 // (maxBatchSize, repeat).
@@ -36,9 +41,11 @@ using SlotKey = std::pair<int64_t, uint32_t>;
 std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const std::string& model,
                               bool calibration, int max_attempts);
 
-// Point -> outcome for every point whose `repeats` slots all ended; a point
-// with an infeasible slot is infeasible, else one with a failed slot failed,
-// else its objective is the mean speed over its repeats.
+// Point -> outcome for every point whose first `repeats` slots all ended
+// (runs a strategy asked for beyond them count once they end); a point with
+// an infeasible slot is infeasible, else one with a failed slot failed, else
+// its objective is the mean speed over its unflagged ok runs (over all its
+// ok runs, marked untrusted, when every one is flagged).
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
                                                uint32_t repeats);
 
@@ -46,6 +53,16 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
 // point whose mean GenerateSpeed over repeats is highest (nullopt: none ok).
 std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>& trials,
                                             const std::string& model);
+
+// The answer of the campaign's strategy for `model` from its recorded trials
+// (SearchStrategy::Best), with the noise and confidence the report states;
+// BestOf when the strategy has none (every run flagged).
+std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
+                                                const std::string& model);
+
+// Search rounds of `model` so far: a trial's round is one more than the
+// highest round among the model's trials that had finished when it started.
+uint32_t Rounds(const std::vector<crest::v1::Trial>& trials, const std::string& model);
 
 // The first ok calibration trial of `model`, or nullptr.
 const crest::v1::Trial* CalibrationTrial(const std::vector<crest::v1::Trial>& trials,

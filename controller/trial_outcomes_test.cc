@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "google/protobuf/util/time_util.h"
 
 namespace crest::controller {
@@ -126,6 +128,79 @@ TEST(BestOf, HighestMeanOverRepeatsIgnoringCalibrationAndUnfinishedTrials) {
   EXPECT_DOUBLE_EQ(best->generate_speed_per_client(), 298);
   EXPECT_FALSE(BestOf(trials, "other").has_value());
   EXPECT_FALSE(BestOf({Calibration(1, 1)}, "m").has_value());
+}
+
+TEST(FinishedPoints, PreemptionsFlagsAndExtraRuns) {
+  std::vector<Trial> trials = {
+      Outcome(500, 0, crest::v1::TRIAL_OK, 100), Outcome(500, 1, crest::v1::TRIAL_OK, 104),
+      Outcome(500, 2, crest::v1::TRIAL_RUNNING), Outcome(600, 0, crest::v1::TRIAL_OK, 50),
+      Outcome(700, 0, crest::v1::TRIAL_OK, 40)};
+  trials[0].mutable_result()->mutable_daemon()->set_preemptions(0);
+  trials[1].mutable_result()->mutable_daemon()->set_preemptions(0);
+  trials[3].mutable_result()->mutable_daemon()->set_preemptions(12);
+  trials[1].add_flags("client_bound");
+  trials[4].add_flags("count_mismatch");
+  auto points = FinishedPoints(Slots(trials, "m", false, 3), 1);
+  ASSERT_EQ(points.size(), 3u);
+  // A run a strategy asked for beyond the spec's repeats counts once it ends;
+  // a flagged one is no sample.
+  EXPECT_THAT(points.at(500).samples, ElementsAre(100));
+  EXPECT_EQ(points.at(500).runs, 2u);
+  EXPECT_DOUBLE_EQ(points.at(500).objective, 100);
+  EXPECT_EQ(points.at(500).preemptions, 0);
+  EXPECT_EQ(points.at(600).preemptions, 12);
+  EXPECT_FALSE(points.at(700).preemptions.has_value());  // not published: absent, not 0
+  EXPECT_TRUE(points.at(700).untrusted);
+  EXPECT_DOUBLE_EQ(points.at(700).objective, 40);
+}
+
+TEST(ChosenBest, TheStrategysAnswerWithNoiseAndRuns) {
+  StoredCampaign stored;
+  auto* spec = stored.campaign.mutable_spec();
+  spec->add_models()->set_name("m");
+  spec->mutable_search()->set_strategy("knee");
+  spec->mutable_search()->set_range_lo(400);
+  spec->mutable_search()->set_range_hi(700);
+  spec->mutable_search()->set_initial(400);
+  spec->mutable_search()->set_repeats(1);
+  // 575 is the largest point without preemptions and within the noise of the
+  // best mean (560, by noise): knee takes it; the plain best mean would not.
+  stored.trials = {
+      Outcome(560, 0, crest::v1::TRIAL_OK, 3120), Outcome(575, 0, crest::v1::TRIAL_OK, 3090),
+      Outcome(575, 1, crest::v1::TRIAL_OK, 3110), Outcome(580, 0, crest::v1::TRIAL_OK, 2990)};
+  for (auto* t : {&stored.trials[0], &stored.trials[1], &stored.trials[2]}) {
+    t->mutable_result()->mutable_daemon()->set_preemptions(0);
+  }
+  stored.trials[3].mutable_result()->mutable_daemon()->set_preemptions(59);
+  auto best = ChosenBest(stored, "m");
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->parameters().max_batch_size(), 575);
+  EXPECT_DOUBLE_EQ(best->generate_speed(), 3100);
+  EXPECT_EQ(best->runs(), 2u);
+  ASSERT_TRUE(best->has_noise());
+  EXPECT_NEAR(best->noise(), std::sqrt(2.0) * 10 / 3100, 1e-9);
+  ASSERT_TRUE(best->has_confidence());
+  EXPECT_GT(best->confidence(), 0);
+  EXPECT_LT(best->confidence(), 1);
+  spec->mutable_search()->set_strategy("grid");
+  EXPECT_EQ(ChosenBest(stored, "m")->parameters().max_batch_size(), 560);
+}
+
+TEST(Rounds, OneMoreThanTheLatestRoundFinishedAtTheStart) {
+  auto at = [](Trial t, int64_t started, int64_t finished) {
+    t.mutable_started()->set_seconds(started);
+    t.mutable_finished()->set_seconds(finished);
+    return t;
+  };
+  std::vector<Trial> trials = {
+      at(Outcome(500, 0, crest::v1::TRIAL_OK, 1), 0, 10),   // round 1
+      at(Outcome(600, 0, crest::v1::TRIAL_OK, 1), 0, 12),   // round 1 (parallel)
+      at(Outcome(550, 0, crest::v1::TRIAL_OK, 1), 10, 20),  // round 2
+      at(Outcome(560, 0, crest::v1::TRIAL_OK, 1), 12, 22),  // round 2
+      at(Outcome(555, 0, crest::v1::TRIAL_OK, 1), 22, 30),  // round 3
+  };
+  EXPECT_EQ(Rounds(trials, "m"), 3u);
+  EXPECT_EQ(Rounds(trials, "other"), 0u);
 }
 
 TEST(CalibrationTrial, TheOkCalibrationTrialOfTheModel) {

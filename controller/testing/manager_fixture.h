@@ -80,9 +80,15 @@ class ManagerFixture : public ::testing::Test {
     return agent;
   }
 
+  // These tests exercise scheduling, retries and resume over the practice's
+  // ladder, whose points are easy to follow: a spec without a strategy runs
+  // `practice` here (search_knee_test.cc tests the default).
   crest::v1::CampaignSpec Spec(const std::string& yaml) {
     ParsedSpec parsed = ParseAndValidateCampaignSpec(yaml);
     EXPECT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
+    if (yaml.find("strategy") == std::string::npos) {
+      parsed.spec.mutable_search()->set_strategy("practice");
+    }
     return parsed.spec;
   }
 

@@ -1,0 +1,382 @@
+// search-bench: plays every search strategy against mindie-sim's model in
+// virtual time (SimulateWorkload: MindIE's benchmark, GSM8K, Concurrency =
+// maxBatchSize - 1) with the profile's run-to-run noise, over seeds, shipped
+// profiles, MaxOutputLen values and npuMemSize values. Truth is the
+// noise-free curve on a fine grid. Prints, per strategy, the benchmark runs
+// used, the rounds with 1, 2 and 4 nodes, and the found point's true
+// throughput as a share of the true peak. docs/search.md shows the table.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+#include "common/command_line.h"
+#include "common/paths.h"
+#include "controller/kv_blocks.h"
+#include "controller/search.h"
+#include "sim/kv_cache.h"
+#include "sim/profile.h"
+#include "sim/simulate.h"
+
+namespace {
+
+using crest::controller::Outcomes;
+using crest::controller::PointOutcome;
+using crest::controller::SearchSpace;
+using crest::controller::SearchStrategy;
+
+struct Case {
+  crest::sim::Profile profile;
+  double npu_mem = 0;
+  int max_output = 0;
+  std::vector<crest::sim::WorkloadRequest> requests;
+  SearchSpace space;
+  int64_t blocks = 0;
+};
+
+// One case's simulator: noise-free and noisy runs, memoised.
+class Bench {
+ public:
+  explicit Bench(const Case& c) : c_(c) {}
+
+  crest::sim::WorkloadResult Run(int64_t b, double cv, uint64_t seed) {
+    crest::sim::SchedulerConfig config;
+    config.max_batch_size = static_cast<int>(b);
+    config.max_prefill_batch_size = std::max<int>(1, static_cast<int>(b / 2));
+    config.max_prefill_tokens = 8192;
+    config.block_size = 128;
+    config.num_blocks = c_.blocks - 1;  // the engine keeps one in reserve
+    return crest::sim::SimulateWorkload(
+        config, c_.profile.TimingAt(c_.profile.reference_world_size), c_.requests,
+        static_cast<int>(std::max<int64_t>(1, b - 1)), cv, seed);
+  }
+  struct Point {
+    double speed = 0;
+    double elapsed = 0;
+    double tokens = 0;
+    int64_t preemptions = 0;
+  };
+  const Point& At(int64_t b) {
+    auto it = truth_.find(b);
+    if (it != truth_.end()) return it->second;
+    auto r = Run(b, 0, 1);
+    return truth_[b] = Point{r.generate_speed, r.elapsed_seconds,
+                             static_cast<double>(r.generated_tokens), r.stats.preemptions};
+  }
+  double Truth(int64_t b) { return At(b).speed; }
+  // The true peak: a grid of ~60 points, then every point around the best.
+  std::pair<int64_t, double> Peak() {
+    const SearchSpace& s = c_.space;
+    const int64_t step = std::max<int64_t>(1, (s.hi - s.lo) / 60);
+    int64_t best = s.lo;
+    for (int64_t b = s.lo; b <= s.hi; b += step) {
+      if (Truth(b) > Truth(best)) best = b;
+    }
+    const int64_t center = best;
+    for (int64_t b = std::max(s.lo, center - step); b <= std::min(s.hi, center + step); ++b) {
+      if (Truth(b) > Truth(best)) best = b;
+    }
+    return {best, Truth(best)};
+  }
+  // One noisy run. The batching does not depend on time (supportSelectBatch
+  // false), so the run is the noise-free one with its clock warped by the
+  // profile's noise process (simulate.h), epoch by epoch: what
+  // SimulateWorkload with that seed gives, but without re-simulating.
+  PointOutcome Measure(int64_t b, uint64_t seed, size_t repeat, bool signal) {
+    const Point& p = At(b);
+    crest::sim::NoiseProcess noise(c_.profile.noise_cv,
+                                   seed * 1000003ULL + static_cast<uint64_t>(b) * 7919ULL + repeat);
+    constexpr double kEpoch = 10;  // NoiseProcess's default epoch, seconds
+    double base_left = p.elapsed;
+    double t = 0;
+    while (base_left > 0) {
+      const double f = noise.Factor(t);
+      const double epoch_end = (std::floor(t / kEpoch) + 1) * kEpoch;
+      const double base_needed = (epoch_end - t) / f;
+      if (base_needed >= base_left) {
+        t += base_left * f;
+        break;
+      }
+      base_left -= base_needed;
+      t = epoch_end;
+    }
+    PointOutcome o;
+    o.objective = t > 0 ? p.tokens / t : 0;
+    o.samples = {o.objective};
+    if (signal) o.preemptions = p.preemptions;
+    return o;
+  }
+
+ private:
+  const Case& c_;
+  std::map<int64_t, Point> truth_;
+};
+
+struct Play {
+  size_t runs = 0;
+  size_t rounds = 0;
+  int64_t found = 0;
+  std::string trace;  // "point:throughput/preemptions" of every run, in order
+};
+
+// Synchronous rounds on `nodes` nodes: each round measures what the strategy
+// wants, at most one run per node.
+Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
+             size_t nodes, bool signal) {
+  Play play;
+  Outcomes finished;
+  for (int guard = 0; guard < 200; ++guard) {
+    auto d = strategy.Decide(space, finished, nodes);
+    if (d.done) break;
+    std::vector<int64_t> round;
+    for (int64_t p : d.wanted) {
+      auto want = std::max<size_t>(1, d.runs.count(p) != 0 ? d.runs.at(p) : 1);
+      size_t have = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
+      for (; have < want && round.size() < nodes; ++have) round.push_back(p);
+    }
+    if (round.empty()) break;
+    ++play.rounds;
+    for (int64_t p : round) {
+      size_t repeat = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
+      PointOutcome m = bench.Measure(p, seed, repeat, signal);
+      ++play.runs;
+      absl::StrAppend(&play.trace, " ", p, ":", std::lround(m.samples[0]));
+      if (m.preemptions) absl::StrAppend(&play.trace, "/", *m.preemptions);
+      auto it = finished.find(p);
+      if (it == finished.end()) {
+        finished[p] = m;
+        continue;
+      }
+      PointOutcome& o = it->second;
+      o.samples.push_back(m.samples[0]);
+      ++o.runs;
+      double sum = 0;
+      for (double v : o.samples) sum += v;
+      o.objective = sum / static_cast<double>(o.samples.size());
+      if (m.preemptions) o.preemptions = std::max(*o.preemptions, *m.preemptions);
+    }
+  }
+  auto best = strategy.Best(space, finished);
+  play.found = best ? best->point : 0;
+  return play;
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
+}
+
+struct Row {
+  std::vector<double> runs1, rounds1, rounds2, rounds4, share1, share4;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("search-bench: the search strategies against mindie-sim in virtual time",
+               "search-bench");
+  int seeds = 20;
+  std::vector<std::string> profiles;
+  std::vector<int> outputs = {256, 512, 1024};
+  int threads = 2;
+  bool verbose = false;
+  app.add_option("--seeds", seeds, "noise seeds per case");
+  app.add_option("--profiles", profiles, "profile names (default: every shipped profile)");
+  app.add_option("--max-output", outputs, "MaxOutputLen values");
+  app.add_option("--threads", threads, "cases simulated at once");
+  app.add_flag("--verbose", verbose, "one line per case");
+  bool trace = false;
+  app.add_flag("--trace", trace, "print every run of each seed (1 node) and the point found");
+  bool curves = false;
+  app.add_flag("--curves", curves, "print each case's noise-free curve around its peak");
+  if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
+  auto share = crest::ShareDir();
+  if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
+  if (profiles.empty()) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(*share + "/profiles", ec)) {
+      if (e.path().extension() == ".json") profiles.push_back(e.path().stem().string());
+    }
+    if (ec) return crest::FailWithMessage(app, *share + "/profiles: " + ec.message());
+    std::sort(profiles.begin(), profiles.end());
+  }
+  // Two KV-cache sizes per profile: MindIE's reference 17 GiB and a larger
+  // one (smaller for the 70B model, whose 8 cards hold far more blocks).
+  const std::map<std::string, std::vector<double>> mems = {
+      {"llama3-8b-910b", {17, 24}}, {"llama2-13b-910b", {17, 24}}, {"llama3-70b-910b", {4, 6}}};
+  std::vector<std::string> questions;
+  {
+    std::ifstream in(*share + "/datasets/gsm8k/test.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.contains("question")) questions.push_back(j["question"]);
+    }
+  }
+  if (questions.empty()) return crest::FailWithMessage(app, "no GSM8K questions in " + *share);
+  std::vector<Case> cases;
+  for (const auto& name : profiles) {
+    auto profile = crest::sim::FindProfile(*share + "/profiles", name, "");
+    if (!profile.ok()) return crest::FailWithMessage(app, profile.status().ToString());
+    auto mem_it = mems.find(name);
+    for (double mem : mem_it != mems.end() ? mem_it->second : std::vector<double>{17, 24}) {
+      auto kv = crest::sim::ComputeKvCache(*profile, profile->reference_world_size, mem, 128);
+      if (!kv.ok()) return crest::FailWithMessage(app, kv.status().ToString());
+      for (int out : outputs) {
+        Case c;
+        c.profile = *profile;
+        c.npu_mem = mem;
+        c.max_output = out;
+        c.blocks = kv->computed_blocks;
+        const auto& dist = profile->workloads.at(profile->default_workload);
+        for (const auto& q : questions) {
+          int o = std::min(crest::sim::NaturalOutputLength(dist, q), out);
+          c.requests.push_back(
+              {crest::sim::CountPromptTokens(q, profile->prompt_template_tokens), o});
+        }
+        // The controller's own auto range, as a campaign with this workload gets it.
+        crest::v1::CampaignSpec spec;
+        auto* s = spec.mutable_search();
+        s->set_range_auto(true);
+        s->set_initial_auto(true);
+        s->set_step(100);
+        s->set_tolerance(0.02);
+        s->set_max_trials(20);
+        s->set_cache_block_size(128);
+        spec.mutable_client()->mutable_dataset()->set_type(crest::v1::DATASET_TYPE_GSM8K);
+        spec.mutable_client()->set_max_output_len(static_cast<uint32_t>(out));
+        c.space = crest::controller::SearchSpaceFor(spec, c.blocks);
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  struct Strategy {
+    std::string label;
+    std::unique_ptr<SearchStrategy> impl;
+    bool signal = true;
+    std::function<SearchSpace(SearchSpace)> adjust = [](SearchSpace s) { return s; };
+  };
+  std::vector<Strategy> strategies;
+  strategies.push_back({"knee (default)", std::make_unique<crest::controller::KneeSearch>()});
+  strategies.push_back(
+      {"knee, no preemption signal", std::make_unique<crest::controller::KneeSearch>(), false});
+  strategies.push_back({"practice", std::make_unique<crest::controller::PracticeSearch>()});
+  strategies.push_back({"grid (20 steps)", std::make_unique<crest::controller::GridSearch>(), true,
+                        [](SearchSpace s) {
+                          s.step = std::max<int64_t>(1, (s.hi - s.lo) / 20);
+                          s.max_points = 40;
+                          return s;
+                        }});
+  std::vector<Row> rows(strategies.size());
+  std::mutex mu;
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next >= cases.size()) return;
+        i = next++;
+      }
+      const Case& c = cases[i];
+      Bench bench(c);
+      auto [peak_at, peak] = bench.Peak();
+      if (curves) {
+        std::string text;
+        for (int64_t b = std::max(c.space.lo, peak_at * 9 / 10);
+             b <= std::min(c.space.hi, peak_at * 11 / 10); ++b) {
+          text += std::to_string(b) + ":" + std::to_string(static_cast<int>(bench.Truth(b))) + "/" +
+                  std::to_string(bench.At(b).preemptions) + " ";
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        std::printf("%s mem %.0f out %d: %s\n", c.profile.name.c_str(), c.npu_mem, c.max_output,
+                    text.c_str());
+      }
+      std::vector<Row> local(strategies.size());
+      std::string line;
+      for (size_t k = 0; k < strategies.size(); ++k) {
+        const SearchSpace space = strategies[k].adjust(c.space);
+        double worst = 1;
+        for (int seed = 1; seed <= seeds; ++seed) {
+          const auto u = static_cast<uint64_t>(seed);
+          Play p1 = PlayOut(*strategies[k].impl, space, bench, u, 1, strategies[k].signal);
+          Play p2 = PlayOut(*strategies[k].impl, space, bench, u, 2, strategies[k].signal);
+          Play p4 = PlayOut(*strategies[k].impl, space, bench, u, 4, strategies[k].signal);
+          double share1 = p1.found > 0 ? bench.Truth(p1.found) / peak : 0;
+          double share4 = p4.found > 0 ? bench.Truth(p4.found) / peak : 0;
+          worst = std::min(worst, share1);
+          if (trace) {
+            std::lock_guard<std::mutex> lock(mu);
+            std::printf("%s mem %.0f out %d %s seed %d:%s -> %lld (%.2f%%)\n",
+                        c.profile.name.c_str(), c.npu_mem, c.max_output,
+                        strategies[k].label.c_str(), seed, p1.trace.c_str(),
+                        static_cast<long long>(p1.found), 100 * share1);
+          }
+          local[k].runs1.push_back(static_cast<double>(p1.runs));
+          local[k].rounds1.push_back(static_cast<double>(p1.rounds));
+          local[k].rounds2.push_back(static_cast<double>(p2.rounds));
+          local[k].rounds4.push_back(static_cast<double>(p4.rounds));
+          local[k].share1.push_back(share1);
+          local[k].share4.push_back(share4);
+        }
+        char buf[96];
+        std::snprintf(buf, sizeof buf, " %s %.1f%%", strategies[k].label.substr(0, 4).c_str(),
+                      100 * worst);
+        line += buf;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (verbose) {
+        std::printf(
+            "%-16s mem %4.0f out %4d range [%lld, %lld] guess %lld peak %lld (%.0f tok/s) "
+            "worst:%s\n",
+            c.profile.name.c_str(), c.npu_mem, c.max_output, static_cast<long long>(c.space.lo),
+            static_cast<long long>(c.space.hi), static_cast<long long>(c.space.knee_guess),
+            static_cast<long long>(peak_at), peak, line.c_str());
+        std::fflush(stdout);
+      }
+      for (size_t k = 0; k < strategies.size(); ++k) {
+        auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+          to.insert(to.end(), from.begin(), from.end());
+        };
+        append(rows[k].runs1, local[k].runs1);
+        append(rows[k].rounds1, local[k].rounds1);
+        append(rows[k].rounds2, local[k].rounds2);
+        append(rows[k].rounds4, local[k].rounds4);
+        append(rows[k].share1, local[k].share1);
+        append(rows[k].share4, local[k].share4);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  std::printf(
+      "%zu cases x %d seeds; runs and rounds: median / max; share of the true peak "
+      "(1 node, 4 nodes): median / worst\n",
+      cases.size(), seeds);
+  std::printf(
+      "| strategy | runs, 1 node | rounds, 1 node | rounds, 2 nodes | rounds, 4 nodes | "
+      "found/peak, 1 node | found/peak, 4 nodes |\n|---|---|---|---|---|---|---|\n");
+  for (size_t k = 0; k < strategies.size(); ++k) {
+    const Row& r = rows[k];
+    std::printf(
+        "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f%% / %.2f%% | "
+        "%.2f%% / %.2f%% |\n",
+        strategies[k].label.c_str(), Quantile(r.runs1, 0.5), Quantile(r.runs1, 1),
+        Quantile(r.rounds1, 0.5), Quantile(r.rounds1, 1), Quantile(r.rounds2, 0.5),
+        Quantile(r.rounds2, 1), Quantile(r.rounds4, 0.5), Quantile(r.rounds4, 1),
+        100 * Quantile(r.share1, 0.5), 100 * Quantile(r.share1, 0), 100 * Quantile(r.share4, 0.5),
+        100 * Quantile(r.share4, 0));
+  }
+  return 0;
+}
