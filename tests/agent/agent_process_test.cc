@@ -325,7 +325,7 @@ TEST_F(AgentProcessTest, TlsRefusesClientsWithoutTheRightCertificate) {
   CREST_ASSERT_OK(ca);
   CREST_ASSERT_OK(other);
   auto server = ca->Issue("crest-agent");
-  auto client = ca->Issue("controller");
+  auto client = ca->Issue("crest-controller");
   auto stranger = other->Issue("stranger");
   std::vector<std::string> args = Args(false);
   args.insert(args.end(),

@@ -60,8 +60,7 @@ class CampaignE2e : public ::testing::Test {
   // Starts an agent serving `model` from its own mindie-sim and fake sysfs;
   // registers with the controller when `controller` is set. Returns its address.
   std::string StartAgent(const std::string& name, const std::string& model,
-                         const std::string& controller = "", double time_scale = kTimeScale,
-                         bool label_time_scale = false) {
+                         const std::string& controller = "", double time_scale = kTimeScale) {
     auto cert = ca_->Issue(name);
     EXPECT_TRUE(cert.ok());
     std::string root = dir_.File(name);
@@ -70,11 +69,7 @@ class CampaignE2e : public ::testing::Test {
     std::string config = root + "/agent.yaml";
     EXPECT_TRUE(WriteFileAtomically(
                     config, absl::StrCat("sim: {model: ", model, ", time_scale: ", time_scale,
-                                         ", seed: 7}\nlabels: {model: ", model,
-                                         label_time_scale ? absl::StrCat(", sim-time-scale: \"",
-                                                                         time_scale, "\"")
-                                                          : "",
-                                         "}\n"))
+                                         ", seed: 7}\nlabels: {model: ", model, "}\n"))
                     .ok());
     std::vector<std::string> args = {
         "--listen",      "127.0.0.1:0",  "--config",    config,        "--state-dir",
@@ -93,9 +88,11 @@ class CampaignE2e : public ::testing::Test {
   }
 
   // Starts the controller on `state_dir`; returns its address.
-  std::string StartController(const std::string& state_dir, const std::string& agents = "") {
+  std::string StartController(const std::string& state_dir, const std::string& agents = "",
+                              const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"--listen", "127.0.0.1:0",          "--state-dir",
                                      state_dir,  "--heartbeat-interval", "0.5"};
+    args.insert(args.end(), extra.begin(), extra.end());
     if (!agents.empty()) {
       args.emplace_back("--agents");
       args.push_back(agents);
@@ -323,10 +320,12 @@ client: {request_count: 400, max_output_len: 64}
 }
 
 TEST_F(CampaignE2e, CalibrationSetsSelectBatchFromTheMeasuredLatencies) {
-  // Labelled with its time scale, so latencies are recorded in simulated time
-  // (tens of ms, as on an NPU) rather than as the 200x faster wall-clock figures.
-  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", kTimeScale, true);
-  StartController(dir_.File("ctl"), "node-1=" + a1);
+  // The controller knows the node's time scale (--sim-time-scale), so latencies
+  // are recorded in simulated time (tens of ms, as on an NPU) rather than as the
+  // 200x faster wall-clock figures.
+  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", kTimeScale);
+  StartController(dir_.File("ctl"), "node-1=" + a1,
+                  {"--sim-time-scale", absl::StrCat("node-1=", kTimeScale)});
   ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
   std::string id = Submit(R"(name: cal
 models: [{name: LLaMa3-8B}]
