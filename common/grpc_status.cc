@@ -14,7 +14,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
     message.resize(kMaxStatusMessageBytes);
     message += "... (" + std::to_string(cut) + " more bytes)";
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::move(message));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

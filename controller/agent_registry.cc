@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -115,7 +116,7 @@ absl::StatusOr<TimeScales> ParseTimeScales(const std::string& text) {
 }
 
 AgentRegistry::AgentRegistry(const Clock* clock, RegistryOptions options, StateStore* store)
-    : clock_(clock), options_(options), store_(store) {}
+    : clock_(clock), options_(std::move(options)), store_(store) {}
 
 void AgentRegistry::SetOnChange(std::function<void()> cb) { on_change_ = std::move(cb); }
 

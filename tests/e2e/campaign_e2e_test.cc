@@ -435,6 +435,23 @@ search: {range: [435, 1001], initial: 435}
                 {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("x"), "--agents", "a=b"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--agents: 'a=b': address must be HOST:PORT"));
+  r = RunBinary("crest-controller", {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("z"),
+                                     "--sim-time-scale", "node-1=fast"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--sim-time-scale: 'node-1=fast': expected K or NAME=K"));
+  r = RunBinary("crest-controller", {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("z"),
+                                     "--identity-from", "ou"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("'ou' is neither 'cn' nor 'san'"));
+  // A certificate of the CA that is not an operator's: refused, saying why.
+  auto node_cert = ca_->Issue("node-9");
+  ASSERT_TRUE(node_cert.ok());
+  std::vector<std::string> as_node = {"campaign", "list", "--controller", controller_address_};
+  for (auto& a : Tls(*node_cert)) as_node.push_back(a);
+  r = RunBinary("crest", as_node);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("crest.v1.Controller/ListCampaigns: caller CN \"node-9\" is not "
+                                  "allowed; expected operator CN \"crest-cli\""));
   r = RunBinary("crest-controller",
                 {"--listen", "10.1.2.3:0", "--state-dir", dir_.File("y"), "--insecure"});
   EXPECT_EQ(r.code, 1);
