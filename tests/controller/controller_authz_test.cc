@@ -50,11 +50,13 @@ grpc::Status Register(Stub& stub, const crest::v1::RegisterAgentRequest& r) {
   return stub.RegisterAgent(&ctx, r, &reply);
 }
 
-grpc::Status Heartbeat(Stub& stub, const std::string& node, bool* known = nullptr) {
+grpc::Status Heartbeat(Stub& stub, const std::string& node, bool* known = nullptr,
+                       int daemon_state = 0) {
   grpc::ClientContext ctx;
   Deadline(&ctx);
   crest::v1::HeartbeatRequest r;
   r.set_node_name(node);
+  r.set_daemon_state(static_cast<crest::v1::DaemonState>(daemon_state));
   crest::v1::HeartbeatReply reply;
   grpc::Status s = stub.Heartbeat(&ctx, r, &reply);
   if (known != nullptr) *known = reply.known();
@@ -337,9 +339,10 @@ TEST_F(ControllerAuthzTest, HostileRegistrationsAndHeartbeats) {
   ExpectRefused(Heartbeat(*node1, ""), grpc::StatusCode::PERMISSION_DENIED, "Heartbeat",
                 "a heartbeat without a name");
   EXPECT_EQ(Agents(), (std::map<std::string, std::string>{{"static-1", "127.0.0.1:9"}}));
-  // Heard from before registering: unknown, so it must register (nothing created).
+  // Heard from before registering (with a daemon state out of its enum):
+  // unknown, so it must register; nothing is created.
   bool known = true;
-  ASSERT_TRUE(Heartbeat(*node1, "node-1", &known).ok());
+  ASSERT_TRUE(Heartbeat(*node1, "node-1", &known, 99).ok());
   EXPECT_FALSE(known);
   EXPECT_EQ(Agents().size(), 1u);
 }
@@ -398,6 +401,15 @@ TEST_F(ControllerAuthzTest, HostileCampaignRequests) {
     cancel.set_id(id);
     crest::v1::Campaign reply;
     grpc::Status s = operator_->CancelCampaign(&ctx, cancel, &reply);
+    grpc::ClientContext get_ctx;
+    Deadline(&get_ctx);
+    crest::v1::GetCampaignRequest get;
+    get.set_id(id);
+    grpc::Status g = operator_->GetCampaign(&get_ctx, get, &reply);
+    EXPECT_TRUE(g.error_code() == grpc::StatusCode::NOT_FOUND ||
+                g.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
+        << g.error_code();
+    EXPECT_LE(g.error_message().size(), kMaxStatusMessageBytes + 40);
     EXPECT_TRUE(s.error_code() == grpc::StatusCode::NOT_FOUND ||
                 s.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
         << s.error_code() << " " << s.error_message().substr(0, 200);
