@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
 
@@ -55,6 +56,7 @@ absl::Status ValidateAgentServerOptions(const AgentServerOptions& options) {
                      options.listen, " (use --tls-cert/--tls-key/--tls-ca)"));
   }
   CREST_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
+  CREST_RETURN_IF_ERROR(ValidateAuthzOptions(options.authz));
   if (!options.controller.empty() && options.advertise.empty() &&
       (absl::StartsWith(options.listen, "0.0.0.0") || absl::StartsWith(options.listen, "[::]"))) {
     return absl::InvalidArgumentError(
@@ -79,8 +81,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
 
   if (options.tls.insecure) {
     spdlog::warn(
-        "*** --insecure: NodeAgent RPCs on {} are PLAINTEXT and UNAUTHENTICATED; "
-        "loopback and testing only ***",
+        "*** --insecure: NodeAgent RPCs on {} are PLAINTEXT and UNAUTHENTICATED, and "
+        "AUTHORIZATION IS OFF: any local process may tune the host, start the daemon and run "
+        "benchmarks; loopback and testing only ***",
         options.listen);
   }
 
@@ -101,7 +104,10 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
 
   CREST_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          MakeServerCredentials(options.tls));
-  s->service_ = std::make_unique<AgentService>(s->agent_.get());
+  AuthzOptions authz = options.authz;
+  authz.enforce = !options.tls.insecure;
+  s->authz_ = std::make_unique<Authorizer>("crest.v1.NodeAgent", NodeAgentMethodRoles(), authz);
+  s->service_ = std::make_unique<AgentService>(s->agent_.get(), s->authz_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -115,6 +121,11 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
   s->bound_address_ = absl::StrCat(HostOf(options.listen), ":", port);
   spdlog::info("serving NodeAgent on {} as node {} (backend {}, config.json {})", s->bound_address_,
                agent_options.node_name, config.backend, config.config_json);
+  if (authz.enforce) {
+    spdlog::info("node calls from {} {}; read-only calls also from {} {}",
+                 IdentitySourceName(authz.source), absl::StrJoin(authz.controller_identities, ","),
+                 IdentitySourceName(authz.source), absl::StrJoin(authz.operator_identities, ","));
+  }
 
   if (!options.metrics_listen.empty()) {
     try {

@@ -18,6 +18,7 @@
 #include "agent/node_agent.h"
 #include "agent/registrar.h"
 #include "common/clock.h"
+#include "common/peer_identity.h"
 #include "common/tls.h"
 
 namespace crest::agent {
@@ -25,6 +26,8 @@ namespace crest::agent {
 struct AgentServerOptions {
   std::string listen;  // host:port (port 0: pick one)
   TlsOptions tls;
+  // Who may call what (enforce is set from tls: off only with --insecure).
+  AuthzOptions authz;
   std::string controller;      // empty: no registration
   std::string node_name;       // empty: the hostname
   std::string advertise;       // empty: the bound address
@@ -66,6 +69,7 @@ class AgentServer {
   // Declared so that destruction goes from the registrar back to the clock.
   SystemClock clock_;
   std::unique_ptr<NodeAgent> agent_;
+  std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -98,6 +98,12 @@ class StreamReactor : public grpc::ServerWriteReactor<Event> {
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
+grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 }  // namespace
 
 Workers::~Workers() {
@@ -134,6 +140,7 @@ void Workers::Run(std::function<void()> work) {
 grpc::ServerUnaryReactor* AgentService::GetNodeInfo(
     grpc::CallbackServerContext* ctx, const crest::v1::GetNodeInfoRequest* /*request*/,
     crest::v1::NodeInfo* reply) {
+  if (absl::Status a = authz_->Check("GetNodeInfo", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   // npu-smi may take a while: off the reactor.
   workers_.Run([this, reactor, reply] {
@@ -147,6 +154,7 @@ grpc::ServerUnaryReactor* AgentService::GetNodeInfo(
 grpc::ServerUnaryReactor* AgentService::ApplyHostTuning(
     grpc::CallbackServerContext* ctx, const crest::v1::ApplyHostTuningRequest* request,
     crest::v1::HostTuningReply* reply) {
+  if (absl::Status a = authz_->Check("ApplyHostTuning", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   workers_.Run([this, reactor, request, reply] {
     auto r = agent_->ApplyHostTuning(*request);
@@ -160,6 +168,7 @@ grpc::ServerUnaryReactor* AgentService::ApplyHostTuning(
 grpc::ServerUnaryReactor* AgentService::RestoreHostTuning(
     grpc::CallbackServerContext* ctx, const crest::v1::RestoreHostTuningRequest* /*request*/,
     crest::v1::HostTuningReply* reply) {
+  if (absl::Status a = authz_->Check("RestoreHostTuning", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   workers_.Run([this, reactor, reply] {
     auto r = agent_->RestoreHostTuning();
@@ -170,8 +179,12 @@ grpc::ServerUnaryReactor* AgentService::RestoreHostTuning(
 }
 
 grpc::ServerWriteReactor<crest::v1::DaemonEvent>* AgentService::StartDaemon(
-    grpc::CallbackServerContext* /*ctx*/, const crest::v1::StartDaemonRequest* request) {
+    grpc::CallbackServerContext* ctx, const crest::v1::StartDaemonRequest* request) {
   auto* reactor = new StreamReactor<crest::v1::DaemonEvent>(nullptr);
+  if (absl::Status a = authz_->Check("StartDaemon", *ctx); !a.ok()) {
+    reactor->FinishNow(ToGrpcStatus(a));
+    return reactor;
+  }
   auto params = agent_->PrepareStart(*request);
   if (!params.ok()) {
     spdlog::warn("StartDaemon refused: {}", std::string(params.status().message()));
@@ -189,6 +202,7 @@ grpc::ServerWriteReactor<crest::v1::DaemonEvent>* AgentService::StartDaemon(
 grpc::ServerUnaryReactor* AgentService::StopDaemon(grpc::CallbackServerContext* ctx,
                                                    const crest::v1::StopDaemonRequest* request,
                                                    crest::v1::StopDaemonReply* reply) {
+  if (absl::Status a = authz_->Check("StopDaemon", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   workers_.Run([this, reactor, request, reply] {
     auto r = agent_->StopDaemon(*request);
@@ -201,6 +215,7 @@ grpc::ServerUnaryReactor* AgentService::StopDaemon(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* AgentService::GetDaemonStatus(
     grpc::CallbackServerContext* ctx, const crest::v1::GetDaemonStatusRequest* /*request*/,
     crest::v1::DaemonStatus* reply) {
+  if (absl::Status a = authz_->Check("GetDaemonStatus", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   *reply = agent_->GetDaemonStatus();
   reactor->Finish(grpc::Status::OK);
@@ -208,12 +223,16 @@ grpc::ServerUnaryReactor* AgentService::GetDaemonStatus(
 }
 
 grpc::ServerWriteReactor<crest::v1::BenchmarkEvent>* AgentService::RunBenchmark(
-    grpc::CallbackServerContext* /*ctx*/, const crest::v1::RunBenchmarkRequest* request) {
+    grpc::CallbackServerContext* ctx, const crest::v1::RunBenchmarkRequest* request) {
   // Progress is a snapshot: an unsent one is replaced by the next.
   auto* reactor = new StreamReactor<crest::v1::BenchmarkEvent>(
       [](const crest::v1::BenchmarkEvent& queued, const crest::v1::BenchmarkEvent& next) {
         return queued.has_progress() && next.has_progress();
       });
+  if (absl::Status a = authz_->Check("RunBenchmark", *ctx); !a.ok()) {
+    reactor->FinishNow(ToGrpcStatus(a));
+    return reactor;
+  }
   auto options = agent_->PrepareBenchmark(*request);
   if (!options.ok()) {
     spdlog::warn("RunBenchmark refused: {}", std::string(options.status().message()));

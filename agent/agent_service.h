@@ -2,7 +2,8 @@
 // Work that can block (daemon start/stop, benchmarks, tuning through
 // cpupower) runs on the service's own worker threads, never on a reactor;
 // streams keep one write in flight and, for benchmark progress, only the
-// latest message. Cancelling a call stops its work.
+// latest message. Cancelling a call stops its work. Every handler first
+// asks the Authorizer whether the caller's certificate may call it.
 #pragma once
 
 #include <functional>
@@ -12,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "agent/node_agent.h"
+#include "common/peer_identity.h"
 #include "crest/v1/agent.grpc.pb.h"
 
 namespace crest::agent {
@@ -36,7 +38,7 @@ class Workers {
 
 class AgentService final : public crest::v1::NodeAgent::CallbackService {
  public:
-  explicit AgentService(NodeAgent* agent) : agent_(agent) {}
+  AgentService(NodeAgent* agent, const Authorizer* authz) : agent_(agent), authz_(authz) {}
 
   grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* ctx,
                                         const crest::v1::GetNodeInfoRequest* request,
@@ -60,6 +62,7 @@ class AgentService final : public crest::v1::NodeAgent::CallbackService {
 
  private:
   NodeAgent* agent_;
+  const Authorizer* authz_;
   Workers workers_;
 };
 

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   app.add_option("--sysfs-root", options.sysfs_root, "Root of sysfs (tests use a fake tree)")
       ->capture_default_str();
   crest::AddTlsFlags(app, options.tls);
+  crest::AddAuthzFlags(app, options.authz, /*controller_identity_flag=*/true);
   app.add_option("--controller", options.controller, "Controller address to register with");
   app.add_option("--node-name", options.node_name, "Name of this node (default: hostname)");
   app.add_option("--advertise", options.advertise,

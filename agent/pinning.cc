@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<uint32_t>> ResolvePinning(const crest::v1::PinningPol
       }
       if (online.empty()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "pinning.cpu_list: \"", policy.cpu_list(),
+            "pinning.cpu_list: \"", ClipForMessage(policy.cpu_list()),
             "\" names no online CPU (online: ", FormatCpuList(topology.online_cpus), ")"));
       }
       return online;

@@ -95,8 +95,21 @@ void Registrar::Loop() {
       grpc::Status status = stub_->RegisterAgent(&ctx, request, &reply);
       if (!status.ok()) {
         if (!logged_away) {
-          spdlog::warn("controller unreachable ({}); retrying with back-off",
-                       status.error_message());
+          // A refusal (wrong certificate, a static name, bad labels) needs the
+          // operator, not patience: say which it is.
+          bool refused = status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+                         status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                         status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+                         status.error_code() == grpc::StatusCode::INVALID_ARGUMENT;
+          if (refused) {
+            spdlog::error(
+                "the controller refused to register this node ({}); retrying with "
+                "back-off",
+                status.error_message());
+          } else {
+            spdlog::warn("controller unreachable ({}); retrying with back-off",
+                         status.error_message());
+          }
           logged_away = true;
         }
         if (!Sleep(NextBackoff())) return;

@@ -10,6 +10,7 @@
 #include "google/protobuf/util/time_util.h"
 
 #include "common/mindie_limits.h"
+#include "common/status.h"
 
 namespace crest::agent {
 namespace {
@@ -63,10 +64,11 @@ absl::StatusOr<std::vector<ScheduleValue>> ValidateOverrides(
     std::string field = absl::StrCat("overrides[", i, "]");
     const ParamLimit* limit = config.FindLimit(o.key());
     if (limit == nullptr) {
-      return Invalid(field + ".key", absl::StrCat("\"", o.key(), "\" is not an overridable key (",
-                                                  KnownKeys(config), ")"));
+      return Invalid(field + ".key",
+                     absl::StrCat("\"", ClipForMessage(o.key()), "\" is not an overridable key (",
+                                  KnownKeys(config), ")"));
     }
-    field = absl::StrCat(field, " (", o.key(), ")");
+    field = absl::StrCat(field, " (", ClipForMessage(o.key()), ")");
     if (!seen.insert(o.key()).second) return Invalid(field, "given more than once");
     if (limit->is_bool) {
       if (o.value_case() != crest::v1::ConfigOverride::kBoolValue) {
@@ -124,7 +126,7 @@ absl::Status ValidateHostTuning(const crest::v1::ApplyHostTuningRequest& request
     bool known = false;
     for (const std::string& g : available_governors) known = known || g == request.governor();
     if (!known) {
-      return Invalid("governor", absl::StrCat("\"", request.governor(),
+      return Invalid("governor", absl::StrCat("\"", ClipForMessage(request.governor()),
                                               "\" is not offered by this host (available: ",
                                               absl::StrJoin(available_governors, ", "), ")"));
     }
@@ -133,8 +135,8 @@ absl::Status ValidateHostTuning(const crest::v1::ApplyHostTuningRequest& request
   }
   if (!request.thp().empty() && request.thp() != "always" && request.thp() != "madvise" &&
       request.thp() != "never") {
-    return Invalid(
-        "thp", absl::StrCat("\"", request.thp(), "\" is not a THP mode (always|madvise|never)"));
+    return Invalid("thp", absl::StrCat("\"", ClipForMessage(request.thp()),
+                                       "\" is not a THP mode (always|madvise|never)"));
   }
   if (request.governor().empty() && request.thp().empty()) {
     return Invalid("governor/thp", "nothing to tune (give a governor, a THP mode or both)");
@@ -176,7 +178,7 @@ absl::Status ValidateBenchmarkSpec(const crest::v1::BenchmarkSpec& spec) {
   }
   if (!ds.name().empty() && !IsSafeName(ds.name())) {
     return Invalid("spec.dataset.name",
-                   absl::StrCat("\"", ds.name(),
+                   absl::StrCat("\"", ClipForMessage(ds.name()),
                                 "\" is not a dataset name (letters, digits, _ - .; no paths)"));
   }
   if (ds.type() == crest::v1::DATASET_TYPE_SYNTHETIC) {

@@ -6,7 +6,15 @@ namespace crest {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  std::string message(status.message());
+  // A message that quotes a hostile request could be megabytes: more than a
+  // trailer may carry (the caller would see a broken stream, not the error).
+  if (message.size() > kMaxStatusMessageBytes) {
+    size_t cut = message.size() - kMaxStatusMessageBytes;
+    message.resize(kMaxStatusMessageBytes);
+    message += "... (" + std::to_string(cut) + " more bytes)";
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), message);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

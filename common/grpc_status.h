@@ -5,11 +5,17 @@
 
 #include <grpcpp/support/status.h>
 
+#include <cstddef>
+
 #include "absl/status/status.h"
 
 namespace crest {
 
-// The codes are numerically equal in both libraries; messages are kept.
+// Longest status message sent to a peer; the rest is cut.
+inline constexpr size_t kMaxStatusMessageBytes = 2048;
+
+// The codes are numerically equal in both libraries; messages are kept, cut
+// to kMaxStatusMessageBytes on the way out.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

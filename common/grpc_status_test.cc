@@ -26,5 +26,16 @@ TEST(StatusMapping, KnownCodesMapByName) {
             "slow");
 }
 
+TEST(StatusMapping, HugeMessagesAreCutToFitATrailer) {
+  std::string huge(3 << 20, 'x');
+  grpc::Status wire = ToGrpcStatus(absl::InvalidArgumentError("key: \"" + huge + "\""));
+  EXPECT_EQ(wire.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(wire.error_message().size(), kMaxStatusMessageBytes + 40);
+  EXPECT_EQ(wire.error_message().rfind("key: \"xxx", 0), 0u);
+  EXPECT_NE(wire.error_message().find("more bytes)"), std::string::npos);
+  std::string fits(kMaxStatusMessageBytes, 'y');
+  EXPECT_EQ(ToGrpcStatus(absl::InvalidArgumentError(fits)).error_message(), fits);
+}
+
 }  // namespace
 }  // namespace crest

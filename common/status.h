@@ -3,6 +3,7 @@
 // in common/grpc_status.h, so sim/ and loadgen/ compile without grpcpp.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -34,5 +35,9 @@ namespace crest {
 
 // Prefixes the message with context, keeping the code: "loading x: <msg>".
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
+
+// `text` from a request, as quoted in an error message: at most `max` bytes,
+// then "...(N bytes)" (a hostile value may be megabytes).
+std::string ClipForMessage(absl::string_view text, size_t max = 80);
 
 }  // namespace crest

@@ -2,8 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
+
+#include "common/status.h"
 
 namespace crest::controller {
 namespace {
@@ -18,8 +27,96 @@ void LogReady(const crest::v1::AgentInfo& info) {
 
 }  // namespace
 
+absl::Status ValidateRegistration(const crest::v1::RegisterAgentRequest& request) {
+  const std::string& name = request.node_name();
+  if (name.empty()) return absl::InvalidArgumentError("node_name: required");
+  if (name.size() > 253 || !std::all_of(name.begin(), name.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_';
+      })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node_name: expected at most 253 letters, digits, '-', '.' or '_' (got ",
+                     name.size(), " bytes)"));
+  }
+  const std::string& address = request.advertise_address();
+  auto colon = address.rfind(':');
+  int port = 0;
+  if (address.size() > 300 || colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("advertise_address: expected host:port with a port in [1, 65535], got '",
+                     address.substr(0, 80), address.size() > 80 ? "...'" : "'"));
+  }
+  if (request.labels_size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels: at most 64, got ", request.labels_size()));
+  }
+  for (const auto& [k, v] : request.labels()) {
+    if (k.empty() || k.size() > 63 || v.size() > 256) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("labels: key '", k.substr(0, 63),
+                       "': expected a key of 1 to 63 characters and a value "
+                       "of at most 256"));
+    }
+  }
+  if (request.capabilities_size() > 32 || request.agent_version().size() > 256) {
+    return absl::InvalidArgumentError(
+        "capabilities/agent_version: at most 32 capabilities and a version of 256 characters");
+  }
+  for (const auto* limits : {&request.parameter_limits(), &request.benchmark_limits()}) {
+    const char* field =
+        limits == &request.parameter_limits() ? "parameter_limits" : "benchmark_limits";
+    if (limits->size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": at most 64, got ", limits->size()));
+    }
+    for (const crest::v1::ParameterLimit& l : *limits) {
+      if (l.key().empty() || l.key().size() > 63 || !std::isfinite(l.min()) ||
+          !std::isfinite(l.max()) || l.min() > l.max()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": '", l.key().substr(0, 63),
+                         "': expected a key of 1 to 63 characters and finite min <= max"));
+      }
+    }
+  }
+  for (const std::string& c : request.capabilities()) {
+    if (c.size() > 63)
+      return absl::InvalidArgumentError("capabilities: at most 63 characters each");
+  }
+  return absl::OkStatus();
+}
+
+double TimeScales::For(const std::string& node) const {
+  auto it = per_node.find(node);
+  return it != per_node.end() ? it->second : every_node;
+}
+
+absl::StatusOr<TimeScales> ParseTimeScales(const std::string& text) {
+  TimeScales scales;
+  bool every_set = false;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
+    std::vector<std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const std::string& number = kv.size() == 2 ? kv[1] : kv[0];
+    double k = 0;
+    if (!absl::SimpleAtod(number, &k) || !(k > 0) || k > 1e6) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--sim-time-scale: '", item, "': expected K or NAME=K with K a number in (0, 1e6]"));
+    }
+    if (kv.size() == 1) {
+      if (every_set) {
+        return absl::InvalidArgumentError("--sim-time-scale: more than one scale for every node");
+      }
+      every_set = true;
+      scales.every_node = k;
+    } else if (kv[0].empty() || !scales.per_node.emplace(kv[0], k).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--sim-time-scale: '", item, "': no node name, or the node named twice"));
+    }
+  }
+  return scales;
+}
+
 AgentRegistry::AgentRegistry(const Clock* clock, RegistryOptions options, StateStore* store)
-    : clock_(clock), options_(options), store_(store) {}
+    : clock_(clock), options_(std::move(options)), store_(store) {}
 
 void AgentRegistry::SetOnChange(std::function<void()> cb) { on_change_ = std::move(cb); }
 
@@ -59,7 +156,18 @@ absl::Status AgentRegistry::Register(const crest::v1::RegisterAgentRequest& requ
     *e->info.mutable_benchmark_limits() = request.benchmark_limits();
     return Touch(e);
   };
+  CREST_RETURN_IF_ERROR(ValidateRegistration(request));
   absl::MutexLock write_lock(&register_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = agents_.find(request.node_name());
+    if (it != agents_.end() && it->second.info.static_()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "node ", request.node_name(), " is a static agent of this controller (--agents ",
+          request.node_name(), "=", it->second.info.address(),
+          "): a registration may not replace it; start the agent without --controller"));
+    }
+  }
   if (store_ != nullptr) {
     Entry e;
     {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -22,9 +23,29 @@
 
 namespace crest::controller {
 
+// How much faster than real time each node's simulated daemon runs
+// (--sim-time-scale): the operator's word, never the agent's.
+struct TimeScales {
+  double every_node = 0;  // 0: real time
+  std::map<std::string, double> per_node;
+  // The scale of `node` (0 or 1: results are taken as they are).
+  double For(const std::string& node) const;
+};
+
+// Parses "K", "NAME=K,NAME=K" or both ("10,node-3=50"); each K > 0.
+absl::StatusOr<TimeScales> ParseTimeScales(const std::string& text);
+
+// What a registration may carry: a node name of letters, digits, '-', '.'
+// and '_' (at most 253), host:port with a port in [1, 65535], at most 64
+// labels (keys of at most 63 characters, values of 256), 32 capabilities and
+// 64 limits each, every limit finite with min <= max. INVALID_ARGUMENT names
+// the field; nothing of a refused registration is kept.
+absl::Status ValidateRegistration(const crest::v1::RegisterAgentRequest& request);
+
 struct RegistryOptions {
   absl::Duration heartbeat_interval = absl::Seconds(2);
   int missed_heartbeats = 3;
+  TimeScales time_scales;
 };
 
 class AgentRegistry {
@@ -34,9 +55,10 @@ class AgentRegistry {
 
   // Agents named by --agents: reachable at `address`, probed by the controller.
   void AddStatic(const std::string& name, const std::string& address);
-  // Self-registration (or re-registration after a controller restart).
-  // UNAVAILABLE when it cannot be recorded: the agent is then not registered
-  // and retries.
+  // Self-registration (or re-registration after a controller restart, or
+  // of a restarted agent). FAILED_PRECONDITION for a static (--agents) name:
+  // the operator said where that node is. UNAVAILABLE when it cannot be
+  // recorded: the agent is then not registered and retries.
   absl::Status Register(const crest::v1::RegisterAgentRequest& request);
   // False when the node is unknown (it must register again).
   bool Heartbeat(const std::string& name);

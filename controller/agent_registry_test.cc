@@ -123,5 +123,100 @@ TEST(AgentRegistry, RegistrationCarriesTheAgentsLimitsAndAReRegistrationReplaces
   EXPECT_EQ(registry.Get("a")->benchmark_limits_size(), 0);
 }
 
+TEST(AgentRegistry, ARegistrationNeverReplacesAStaticAgent) {
+  crest::testing::FakeClock clock;
+  AgentRegistry registry(&clock, {});
+  registry.AddStatic("node-1", "10.0.0.1:7001");
+  EXPECT_THAT(registry.Register(Req("node-1")),
+              crest::testing::StatusIs(
+                  absl::StatusCode::kFailedPrecondition,
+                  "node node-1 is a static agent of this controller (--agents "
+                  "node-1=10.0.0.1:7001): a registration may not replace it; start the agent "
+                  "without --controller"));
+  EXPECT_EQ(registry.Get("node-1")->address(), "10.0.0.1:7001");
+  EXPECT_TRUE(registry.Get("node-1")->static_());
+  EXPECT_FALSE(registry.IsReady("node-1"));
+}
+
+TEST(AgentRegistry, TheSameNodeRegistersAgainAfterARestart) {
+  crest::testing::FakeClock clock;
+  AgentRegistry registry(&clock, {});
+  CREST_EXPECT_OK(registry.Register(Req("node-1")));
+  crest::v1::RegisterAgentRequest again = Req("node-1");
+  again.set_advertise_address("127.0.0.1:7999");  // a new port after the restart
+  CREST_EXPECT_OK(registry.Register(again));
+  EXPECT_EQ(registry.Get("node-1")->address(), "127.0.0.1:7999");
+  EXPECT_EQ(registry.List().size(), 1u);
+}
+
+TEST(AgentRegistry, HostileRegistrationsAreRefusedAndChangeNothing) {
+  crest::testing::FakeClock clock;
+  AgentRegistry registry(&clock, {});
+  CREST_EXPECT_OK(registry.Register(Req("node-1")));
+  std::vector<std::pair<std::string, crest::v1::RegisterAgentRequest>> bad;
+  auto with = [&](const std::string& what,
+                  const std::function<void(crest::v1::RegisterAgentRequest*)>& f) {
+    crest::v1::RegisterAgentRequest r = Req("node-1");
+    r.set_advertise_address("127.0.0.1:1");
+    f(&r);
+    bad.emplace_back(what, r);
+  };
+  with("node_name", [](auto* r) { r->clear_node_name(); });
+  with("node_name", [](auto* r) { r->set_node_name(std::string(2 << 20, 'n')); });
+  with("node_name", [](auto* r) { r->set_node_name("../node-1"); });
+  with("advertise_address", [](auto* r) { r->set_advertise_address("node-1"); });
+  with("advertise_address", [](auto* r) { r->set_advertise_address("h:70000"); });
+  with("advertise_address", [](auto* r) { r->set_advertise_address("h:-1"); });
+  with("advertise_address",
+       [](auto* r) { r->set_advertise_address(std::string(1 << 20, 'a') + ":1"); });
+  with("labels", [](auto* r) {
+    for (int i = 0; i < 100000; ++i) (*r->mutable_labels())[absl::StrCat("k", i)] = "v";
+  });
+  with("labels", [](auto* r) { (*r->mutable_labels())["k"] = std::string(1 << 20, 'v'); });
+  with("labels", [](auto* r) { (*r->mutable_labels())[""] = "v"; });
+  with("capabilities", [](auto* r) {
+    for (int i = 0; i < 1000; ++i) r->add_capabilities("c");
+  });
+  with("parameter_limits", [](auto* r) {
+    for (int i = 0; i < 1000; ++i) r->add_parameter_limits()->set_key("maxBatchSize");
+  });
+  with("parameter_limits", [](auto* r) {
+    auto* l = r->add_parameter_limits();
+    l->set_key("maxBatchSize");
+    l->set_min(10);
+    l->set_max(1);
+  });
+  with("benchmark_limits", [](auto* r) {
+    auto* l = r->add_benchmark_limits();
+    l->set_key("concurrency");
+    l->set_max(std::nan(""));
+  });
+  for (const auto& [field, request] : bad) {
+    absl::Status s = registry.Register(request);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(std::string(s.message()), ::testing::StartsWith(field)) << s;
+    EXPECT_LT(s.message().size(), 300u) << field;
+  }
+  ASSERT_EQ(registry.List().size(), 1u);
+  EXPECT_EQ(registry.Get("node-1")->address(), "127.0.0.1:7001");
+}
+
+TEST(TimeScales, ParsedFromTheControllersFlag) {
+  auto scales = ParseTimeScales("10, node-3=50");
+  CREST_ASSERT_OK(scales);
+  EXPECT_DOUBLE_EQ(scales->For("node-1"), 10);
+  EXPECT_DOUBLE_EQ(scales->For("node-3"), 50);
+  auto none = ParseTimeScales("");
+  CREST_ASSERT_OK(none);
+  EXPECT_DOUBLE_EQ(none->For("node-1"), 0);
+  for (const char* bad :
+       {"0", "-2", "fast", "node-1=", "=5", "node-1=2,node-1=3", "1,2", "nan", "1e9"}) {
+    EXPECT_THAT(ParseTimeScales(bad),
+                crest::testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                         ::testing::StartsWith("--sim-time-scale: ")))
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace crest::controller

@@ -344,11 +344,15 @@ TEST_F(ManagerTest, CancelStopsTheTrialAndRestoresHosts) {
 }
 
 TEST_F(ManagerTest, SimulatedNodesReportInSimulatedTime) {
+  // The controller's --sim-time-scale, not the agent's own label, scales.
+  CloseManager();
+  time_scales_.per_node["a"] = 10;
+  OpenManager();
   auto a = connector_.Add("a");
   crest::v1::RegisterAgentRequest r;
   r.set_node_name("a");
   r.set_advertise_address("127.0.0.1:1");
-  (*r.mutable_labels())[kTimeScaleLabel] = "10";
+  (*r.mutable_labels())["sim-time-scale"] = "1000";
   CREST_ASSERT_OK(registry_->Register(r));
   CREST_ASSERT_OK(manager_->Start());
   auto c = manager_->Create(Spec("name: s\nmodels: [{name: m}]\nsearch: {range: [100, 100]}\n"));

@@ -25,7 +25,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 600.0));
   app.add_option("--log-level", log.level, "trace|debug|info|warn|error");
   app.add_option("--log-file", log.file, "Also log to this file");
+  std::string time_scales;
+  app.add_option("--sim-time-scale", time_scales,
+                 "Simulated nodes' time scale, by which results are divided: K (every node) "
+                 "and/or NAME=K,...");
   crest::AddTlsFlags(app, options.tls);
+  crest::AddAuthzFlags(app, options.authz, /*controller_identity_flag=*/false);
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
   if (auto s = crest::InitLogging("crest-controller", log); !s.ok()) {
     return crest::FailWithMessage(app, std::string(s.message()));
@@ -33,6 +38,9 @@ int main(int argc, char** argv) {
   auto parsed = crest::controller::ParseAgentList(agents);
   if (!parsed.ok()) return crest::FailWithMessage(app, std::string(parsed.status().message()));
   options.static_agents = *parsed;
+  auto scales = crest::controller::ParseTimeScales(time_scales);
+  if (!scales.ok()) return crest::FailWithMessage(app, std::string(scales.status().message()));
+  options.registry.time_scales = *scales;
   options.registry.heartbeat_interval = absl::Seconds(heartbeat_s);
   options.manager.probe_interval = absl::Seconds(heartbeat_s);
 

@@ -48,6 +48,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseAgentList(
 absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
     const ServerOptions& options) {
   CREST_RETURN_IF_ERROR(ValidateTlsOptions(options.tls));
+  CREST_RETURN_IF_ERROR(ValidateAuthzOptions(options.authz));
   if (options.tls.insecure && !IsLoopbackAddress(options.listen)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--insecure is allowed only on loopback; --listen ", options.listen,
@@ -70,7 +71,21 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
                                         &s->clock_, s->metrics_.get(), options.manager);
   CampaignManager* manager = s->manager_.get();
   s->registry_->SetOnChange([manager] { manager->Poke(); });
-  s->service_ = std::make_unique<ControllerService>(s->registry_.get(), manager);
+  AuthzOptions authz = options.authz;
+  authz.enforce = !options.tls.insecure;
+  if (authz.enforce) {
+    spdlog::info("campaign calls from {} {}; agents register under their own {}",
+                 IdentitySourceName(authz.source), absl::StrJoin(authz.operator_identities, ","),
+                 IdentitySourceName(authz.source));
+  } else {
+    spdlog::warn(
+        "*** --insecure: Controller RPCs on {} are PLAINTEXT and AUTHORIZATION IS OFF: any local "
+        "process may register as any node and create or cancel campaigns; loopback and testing "
+        "only ***",
+        options.listen);
+  }
+  s->authz_ = std::make_unique<Authorizer>("crest.v1.Controller", ControllerMethodRoles(), authz);
+  s->service_ = std::make_unique<ControllerService>(s->registry_.get(), manager, s->authz_.get());
   CREST_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(options.tls));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

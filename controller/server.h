@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 
 #include "common/clock.h"
+#include "common/peer_identity.h"
 #include "common/tls.h"
 #include "controller/agent_registry.h"
 #include "controller/campaign_manager.h"
@@ -28,6 +29,8 @@ struct ServerOptions {
   std::vector<std::pair<std::string, std::string>> static_agents;  // name, address
   std::string metrics_listen;                                      // empty: no metrics endpoint
   TlsOptions tls;
+  // Who may call what (enforce is set from tls: off only with --insecure).
+  AuthzOptions authz;
   RegistryOptions registry;
   ManagerOptions manager;
 };
@@ -59,6 +62,7 @@ class ControllerServer {
   std::unique_ptr<AgentRegistry> registry_;
   std::unique_ptr<GrpcAgentConnector> connector_;
   std::unique_ptr<CampaignManager> manager_;
+  std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -21,6 +21,13 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
   return reactor;
 }
 
+// A stream refused before it started.
+class RefusedStream final : public grpc::ServerWriteReactor<Campaign> {
+ public:
+  explicit RefusedStream(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
 // Streams a campaign: now, then after every change, until it ends.
 class WatchReactor final : public grpc::ServerWriteReactor<Campaign> {
  public:
@@ -104,14 +111,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<Campaign> {
 grpc::ServerUnaryReactor* ControllerService::RegisterAgent(
     grpc::CallbackServerContext* ctx, const crest::v1::RegisterAgentRequest* request,
     crest::v1::RegisterAgentReply* reply) {
-  if (request->node_name().empty()) {
-    return Done(ctx, absl::InvalidArgumentError("node_name: required"));
-  }
-  if (request->advertise_address().empty() ||
-      request->advertise_address().find(':') == std::string::npos) {
-    return Done(
-        ctx, absl::InvalidArgumentError(absl::StrCat("advertise_address: expected host:port, got '",
-                                                     request->advertise_address(), "'")));
+  if (absl::Status a = authz_->Check("RegisterAgent", *ctx, request->node_name()); !a.ok()) {
+    return Done(ctx, a);
   }
   absl::Status registered = registry_->Register(*request);
   if (!registered.ok()) return Done(ctx, registered);
@@ -124,6 +125,9 @@ grpc::ServerUnaryReactor* ControllerService::RegisterAgent(
 grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerContext* ctx,
                                                        const crest::v1::HeartbeatRequest* request,
                                                        crest::v1::HeartbeatReply* reply) {
+  if (absl::Status a = authz_->Check("Heartbeat", *ctx, request->node_name()); !a.ok()) {
+    return Done(ctx, a);
+  }
   reply->set_known(registry_->Heartbeat(request->node_name()));
   return Done(ctx, absl::OkStatus());
 }
@@ -131,6 +135,7 @@ grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ControllerService::ListAgents(grpc::CallbackServerContext* ctx,
                                                         const crest::v1::ListAgentsRequest*,
                                                         crest::v1::ListAgentsReply* reply) {
+  if (absl::Status a = authz_->Check("ListAgents", *ctx); !a.ok()) return Done(ctx, a);
   for (auto& a : registry_->List()) *reply->add_agents() = std::move(a);
   return Done(ctx, absl::OkStatus());
 }
@@ -138,6 +143,7 @@ grpc::ServerUnaryReactor* ControllerService::ListAgents(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ControllerService::CreateCampaign(
     grpc::CallbackServerContext* ctx, const crest::v1::CreateCampaignRequest* request,
     Campaign* reply) {
+  if (absl::Status a = authz_->Check("CreateCampaign", *ctx); !a.ok()) return Done(ctx, a);
   auto c = manager_->Create(request->spec());
   if (c.ok()) *reply = std::move(*c);
   return Done(ctx, c.status());
@@ -146,6 +152,7 @@ grpc::ServerUnaryReactor* ControllerService::CreateCampaign(
 grpc::ServerUnaryReactor* ControllerService::GetCampaign(
     grpc::CallbackServerContext* ctx, const crest::v1::GetCampaignRequest* request,
     Campaign* reply) {
+  if (absl::Status a = authz_->Check("GetCampaign", *ctx); !a.ok()) return Done(ctx, a);
   auto c = manager_->Get(request->id());
   if (c.ok()) *reply = std::move(*c);
   return Done(ctx, c.status());
@@ -154,18 +161,21 @@ grpc::ServerUnaryReactor* ControllerService::GetCampaign(
 grpc::ServerUnaryReactor* ControllerService::ListCampaigns(grpc::CallbackServerContext* ctx,
                                                            const crest::v1::ListCampaignsRequest*,
                                                            crest::v1::ListCampaignsReply* reply) {
+  if (absl::Status a = authz_->Check("ListCampaigns", *ctx); !a.ok()) return Done(ctx, a);
   for (auto& c : manager_->List()) *reply->add_campaigns() = std::move(c);
   return Done(ctx, absl::OkStatus());
 }
 
 grpc::ServerWriteReactor<Campaign>* ControllerService::WatchCampaign(
-    grpc::CallbackServerContext*, const crest::v1::WatchCampaignRequest* request) {
+    grpc::CallbackServerContext* ctx, const crest::v1::WatchCampaignRequest* request) {
+  if (absl::Status a = authz_->Check("WatchCampaign", *ctx); !a.ok()) return new RefusedStream(a);
   return new WatchReactor(manager_, request->id());
 }
 
 grpc::ServerUnaryReactor* ControllerService::CancelCampaign(
     grpc::CallbackServerContext* ctx, const crest::v1::CancelCampaignRequest* request,
     Campaign* reply) {
+  if (absl::Status a = authz_->Check("CancelCampaign", *ctx); !a.ok()) return Done(ctx, a);
   auto c = manager_->Cancel(request->id());
   if (c.ok()) *reply = std::move(*c);
   return Done(ctx, c.status());
@@ -174,6 +184,7 @@ grpc::ServerUnaryReactor* ControllerService::CancelCampaign(
 grpc::ServerUnaryReactor* ControllerService::GetCampaignReport(
     grpc::CallbackServerContext* ctx, const crest::v1::GetCampaignReportRequest* request,
     crest::v1::CampaignReport* reply) {
+  if (absl::Status a = authz_->Check("GetCampaignReport", *ctx); !a.ok()) return Done(ctx, a);
   auto r = manager_->Report(request->id());
   if (r.ok()) *reply = std::move(*r);
   return Done(ctx, r.status());

@@ -1,9 +1,11 @@
 // The crest.v1.Controller gRPC service: thin callback-API adapters over
 // AgentRegistry and CampaignManager. WatchCampaign is a ServerWriteReactor
 // fed by the manager's change notifications, with one write in flight and
-// only the newest snapshot kept while a write is pending.
+// only the newest snapshot kept while a write is pending. Every handler first
+// asks the Authorizer whether the caller's certificate may call it.
 #pragma once
 
+#include "common/peer_identity.h"
 #include "controller/agent_registry.h"
 #include "controller/campaign_manager.h"
 #include "crest/v1/controller.grpc.pb.h"
@@ -12,8 +14,8 @@ namespace crest::controller {
 
 class ControllerService final : public crest::v1::Controller::CallbackService {
  public:
-  ControllerService(AgentRegistry* registry, CampaignManager* manager)
-      : registry_(registry), manager_(manager) {}
+  ControllerService(AgentRegistry* registry, CampaignManager* manager, const Authorizer* authz)
+      : registry_(registry), manager_(manager), authz_(authz) {}
 
   grpc::ServerUnaryReactor* RegisterAgent(grpc::CallbackServerContext* ctx,
                                           const crest::v1::RegisterAgentRequest* request,
@@ -45,6 +47,7 @@ class ControllerService final : public crest::v1::Controller::CallbackService {
  private:
   AgentRegistry* registry_;
   CampaignManager* manager_;
+  const Authorizer* authz_;
 };
 
 }  // namespace crest::controller

@@ -1,9 +1,11 @@
 #include "controller/spec_validator.h"
 
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 #include "common/cpu_list.h"
 #include "common/mindie_limits.h"
@@ -66,11 +68,80 @@ void ApplySpecDefaults(crest::v1::CampaignSpec* spec) {
   if (l->max_retries() == 0) l->set_max_retries(kDefaultMaxRetries);
 }
 
+namespace {
+
+// "path: what" for the first field over its size limit; empty when none is.
+std::string SpecSizeProblem(const crest::v1::CampaignSpec& spec) {
+  constexpr size_t kName = 256;
+  constexpr size_t kPath = 4096;
+  constexpr int kModels = 64;
+  constexpr int kNodes = 4096;
+  constexpr int kSelector = 32;
+  auto too_long = [](const std::string& path, const std::string& value, size_t max) {
+    return value.size() > max
+               ? absl::StrCat(path, ": at most ", max, " characters, got ", value.size())
+               : std::string();
+  };
+  std::string p = too_long("name", spec.name(), kName);
+  if (!p.empty()) return p;
+  if (spec.models_size() > kModels) {
+    return absl::StrCat("models: at most ", kModels, " models, got ", spec.models_size());
+  }
+  for (int i = 0; i < spec.models_size(); ++i) {
+    const auto& m = spec.models(i);
+    std::string path = absl::StrCat("models[", i, "]");
+    for (const auto& [field, value, max] :
+         {std::tuple{".name", &m.name(), kName}, std::tuple{".profile", &m.profile(), kPath},
+          std::tuple{".model_path", &m.model_path(), kPath}}) {
+      if (p = too_long(path + field, *value, max); !p.empty()) return p;
+    }
+    if (m.nodes_size() > kNodes) {
+      return absl::StrCat(path, ".nodes: at most ", kNodes, " nodes, got ", m.nodes_size());
+    }
+    for (int j = 0; j < m.nodes_size(); ++j) {
+      if (p = too_long(absl::StrCat(path, ".nodes[", j, "]"), m.nodes(j), kName); !p.empty()) {
+        return p;
+      }
+    }
+    if (m.selector_size() > kSelector) {
+      return absl::StrCat(path, ".selector: at most ", kSelector, " labels, got ",
+                          m.selector_size());
+    }
+    for (const auto& [k, v] : m.selector()) {
+      if (k.size() > kName || v.size() > kName) {
+        return absl::StrCat(path, ".selector: keys and values of at most ", kName, " characters");
+      }
+    }
+  }
+  const auto& s = spec.search();
+  for (const auto& [field, value] :
+       {std::pair{"search.parameter", &s.parameter()}, std::pair{"search.strategy", &s.strategy()},
+        std::pair{"client.dataset.path", &spec.client().dataset().name()},
+        std::pair{"host.governor", &spec.host().governor()},
+        std::pair{"host.thp", &spec.host().thp()},
+        std::pair{"host.pin.cpu_list", &spec.host().pin().cpu_list()}}) {
+    if (p = too_long(field, *value, field == std::string("host.pin.cpu_list") ? kPath : kName);
+        !p.empty()) {
+      return p;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spec) {
   std::vector<SpecProblem> problems;
   auto add = [&](std::string path, std::string message) {
     problems.push_back({std::move(path), 0, std::move(message)});
   };
+  // Sizes first: a spec over them (from the wire, megabytes of it) is refused
+  // before anything walks it, and never stored.
+  if (std::string size_problem = SpecSizeProblem(spec); !size_problem.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(size_problem, absl::MaxSplits(": ", 1));
+    add(parts[0], parts.size() > 1 ? parts[1] : "");
+    return problems;
+  }
   if (spec.name().empty()) add("name", "required: a name for the campaign");
   if (spec.models().empty()) add("models", "required: at least one model");
   std::set<std::string> seen;
@@ -132,6 +203,22 @@ std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spe
   }
   if (s.max_trials() < 1) add("search.max_trials", "must be at least 1");
   const auto& c = spec.client();
+  // Values beyond each enum (a hand-made request; YAML names only known ones).
+  for (const auto& [path, valid, value] :
+       {std::tuple{"client.mode", crest::v1::ClientMode_IsValid(c.mode()),
+                   static_cast<int>(c.mode())},
+        std::tuple{"client.api", crest::v1::BenchmarkApi_IsValid(c.api()),
+                   static_cast<int>(c.api())},
+        std::tuple{"client.task_kind", crest::v1::TaskKind_IsValid(c.task_kind()),
+                   static_cast<int>(c.task_kind())},
+        std::tuple{"client.distribution", crest::v1::ArrivalDistribution_IsValid(c.distribution()),
+                   static_cast<int>(c.distribution())},
+        std::tuple{"client.dataset.type", crest::v1::DatasetType_IsValid(c.dataset().type()),
+                   static_cast<int>(c.dataset().type())},
+        std::tuple{"host.pin.mode", crest::v1::PinningMode_IsValid(spec.host().pin().mode()),
+                   static_cast<int>(spec.host().pin().mode())}}) {
+    if (!valid) add(path, absl::StrCat("unknown value ", value));
+  }
   if (c.mode() == crest::v1::CLIENT_MODE_RATE && c.request_rate() <= 0) {
     add("client.request_rate", "required in rate mode: requests per second above 0");
   }

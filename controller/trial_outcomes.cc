@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 #include "common/mindie_limits.h"
@@ -255,13 +254,6 @@ int64_t NextTrialNumber(const std::vector<Trial>& trials) {
     next = std::max<int64_t>(next, std::stoll(t.id().substr(t.id().rfind('t') + 1)) + 1);
   }
   return next;
-}
-
-double TimeScaleOf(const crest::v1::AgentInfo& agent) {
-  auto it = agent.labels().find(kTimeScaleLabel);
-  double scale = 0;
-  if (it == agent.labels().end() || !absl::SimpleAtod(it->second, &scale) || scale <= 0) return 0;
-  return scale;
 }
 
 void NormalizeTimeScale(crest::v1::BenchmarkResult* r, double scale) {

@@ -94,13 +94,6 @@ std::vector<crest::v1::Trial> InterruptUnfinished(std::vector<crest::v1::Trial>*
 // The number after the highest of the trial ids ("c1-t7" -> 8); 1 for none.
 int64_t NextTrialNumber(const std::vector<crest::v1::Trial>& trials);
 
-// Label by which a simulated node declares how much faster than real time its
-// daemon runs; the controller then records figures in simulated time.
-inline constexpr char kTimeScaleLabel[] = "sim-time-scale";
-
-// The scale an agent's labels declare (0: none or not a positive number).
-double TimeScaleOf(const crest::v1::AgentInfo& agent);
-
 // Divides throughputs by `scale` and multiplies latencies and the duration by
 // it: the figures the simulated hardware would show in real time.
 void NormalizeTimeScale(crest::v1::BenchmarkResult* result, double scale);

@@ -296,17 +296,6 @@ TEST(InterruptUnfinished, OnlyTrialsThatWereRunning) {
   EXPECT_EQ(NextTrialNumber({}), 1);
 }
 
-TEST(TimeScaleOf, APositiveNumberLabel) {
-  crest::v1::AgentInfo a;
-  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 0);
-  (*a.mutable_labels())[kTimeScaleLabel] = "50";
-  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 50);
-  (*a.mutable_labels())[kTimeScaleLabel] = "-2";
-  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 0);
-  (*a.mutable_labels())[kTimeScaleLabel] = "fast";
-  EXPECT_DOUBLE_EQ(TimeScaleOf(a), 0);
-}
-
 TEST(NormalizeTimeScale, ReportsSimulatedTime) {
   crest::v1::BenchmarkResult r;
   r.set_generate_speed(143047.1);
@@ -320,7 +309,7 @@ TEST(NormalizeTimeScale, ReportsSimulatedTime) {
   EXPECT_DOUBLE_EQ(r.first_token_time().average_ms(), 1000);
   EXPECT_DOUBLE_EQ(r.decode_time().p99_ms(), 100);
   EXPECT_EQ(r.duration().seconds(), 150);
-  NormalizeTimeScale(&r, 0);  // no label: unchanged
+  NormalizeTimeScale(&r, 0);  // real time: unchanged
   EXPECT_EQ(r.duration().seconds(), 150);
 }
 

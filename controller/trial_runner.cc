@@ -180,9 +180,9 @@ Trial TrialRunner::Run(
     return EndWithError(std::move(trial), absl::CancelledError("stopped"), "");
   }
   *trial.mutable_result() = *result;
-  if (auto agent = registry_->Get(node_)) {
-    NormalizeTimeScale(trial.mutable_result(), TimeScaleOf(*agent));
-  }
+  // The operator's scale for this node (--sim-time-scale), never a label the
+  // agent sets about itself: a label would let an agent multiply its results.
+  NormalizeTimeScale(trial.mutable_result(), registry_->options().time_scales.For(node_));
   for (std::string& flag : TrustFlags(trial)) trial.add_flags(std::move(flag));
   if (result->succeeded() == 0) {
     std::vector<std::string> why;

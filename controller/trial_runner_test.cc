@@ -63,6 +63,33 @@ TEST_F(TrialRunnerTest, TranslatesTheTrialIntoTheAgentContract) {
   EXPECT_EQ(agent_->daemons_running(), 0);  // stopped after the benchmark
 }
 
+// The scale comes from the controller's --sim-time-scale, never from the
+// agent's own label: a label would let an agent multiply its results.
+TEST(TrialRunnerTimeScaleTest, TheOperatorsScaleNotTheAgentsLabel) {
+  crest::testing::FakeClock clock;
+  RegistryOptions options;
+  options.time_scales.per_node["a"] = 50;
+  AgentRegistry registry(&clock, options);
+  crest::v1::RegisterAgentRequest r;
+  r.set_node_name("a");
+  r.set_advertise_address("127.0.0.1:1");
+  (*r.mutable_labels())["sim-time-scale"] = "0.001";
+  ASSERT_TRUE(registry.Register(r).ok());
+  auto agent = std::make_shared<testing::FakeAgent>("a");
+  crest::v1::CampaignSpec spec;
+  crest::v1::Trial t;
+  t.set_id("c1-t1");
+  t.set_campaign_id("c1");
+  t.set_model("m");
+  t.set_node("a");
+  *t.mutable_parameters() = ParametersFor(spec, "m", {}, 500, false);
+  JobStop stop;
+  TrialRunner runner(agent, "a", &registry, absl::Seconds(1), &stop);
+  crest::v1::Trial done = runner.Run(spec, t, false, nullptr);
+  ASSERT_EQ(done.status(), crest::v1::TRIAL_OK) << done.reason();
+  EXPECT_DOUBLE_EQ(done.result().generate_speed(), 500.0 / 50);
+}
+
 TEST_F(TrialRunnerTest, OutOfMemoryIsInfeasible) {
   agent_->SetOomAbove(400);
   crest::v1::Trial t = RunAt(500);

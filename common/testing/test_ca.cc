@@ -65,13 +65,13 @@ absl::Status AddExtension(X509* cert, X509* issuer, int nid, const char* value) 
 }
 
 absl::StatusOr<CertPtr> NewCert(const std::string& cn, EVP_PKEY* key, X509* issuer,
-                                EVP_PKEY* issuer_key, bool is_ca) {
+                                EVP_PKEY* issuer_key, bool is_ca, const LeafOptions& leaf = {}) {
   static std::atomic<long> serial{1};
   CertPtr cert(X509_new());
   X509_set_version(cert.get(), 2);
   ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial++);
-  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -3600);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 7L * 24 * 3600);
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), leaf.expired ? -7L * 24 * 3600 : -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), leaf.expired ? -3600 : 7L * 24 * 3600);
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
@@ -89,7 +89,8 @@ absl::StatusOr<CertPtr> NewCert(const std::string& cn, EVP_PKEY* key, X509* issu
                                        "critical,digitalSignature,keyEncipherment"));
     CREST_RETURN_IF_ERROR(
         AddExtension(cert.get(), signer, NID_ext_key_usage, "serverAuth,clientAuth"));
-    std::string san = absl::StrCat("DNS:localhost,DNS:", cn, ",IP:127.0.0.1,IP:::1");
+    std::string san = absl::StrCat("DNS:localhost,DNS:", leaf.dns_name.empty() ? cn : leaf.dns_name,
+                                   ",IP:127.0.0.1,IP:::1");
     CREST_RETURN_IF_ERROR(AddExtension(cert.get(), signer, NID_subject_alt_name, san.c_str()));
   }
   if (X509_sign(cert.get(), issuer_key ? issuer_key : key, EVP_sha256()) == 0) {
@@ -130,15 +131,20 @@ absl::StatusOr<TestCa> TestCa::Create(const std::string& dir, const std::string&
 }
 
 absl::StatusOr<CertFiles> TestCa::Issue(const std::string& common_name) const {
+  return Issue(common_name, {}, common_name);
+}
+
+absl::StatusOr<CertFiles> TestCa::Issue(const std::string& common_name, const LeafOptions& options,
+                                        const std::string& file_tag) const {
   KeyPtr ca_key = KeyFromPem(ca_key_pem_);
   CertPtr ca_cert = CertFromPem(ca_cert_pem_);
   KeyPtr key = NewKey();
   if (!ca_key || !ca_cert || !key) return OpenSslError("loading the CA");
-  CREST_ASSIGN_OR_RETURN(CertPtr cert,
-                         NewCert(common_name, key.get(), ca_cert.get(), ca_key.get(), false));
+  CREST_ASSIGN_OR_RETURN(
+      CertPtr cert, NewCert(common_name, key.get(), ca_cert.get(), ca_key.get(), false, options));
   CertFiles files;
-  files.cert = absl::StrCat(dir_, "/", name_, "-", common_name, ".pem");
-  files.key = absl::StrCat(dir_, "/", name_, "-", common_name, "-key.pem");
+  files.cert = absl::StrCat(dir_, "/", name_, "-", file_tag, ".pem");
+  files.key = absl::StrCat(dir_, "/", name_, "-", file_tag, "-key.pem");
   CREST_RETURN_IF_ERROR(WriteFileAtomically(files.cert, CertToPem(cert.get())));
   CREST_RETURN_IF_ERROR(WriteFileAtomically(files.key, KeyToPem(key.get()), 0600));
   return files;

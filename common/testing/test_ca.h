@@ -15,6 +15,13 @@ struct CertFiles {
   std::string key;
 };
 
+// Variations of a leaf certificate for tests of what a server refuses.
+struct LeafOptions {
+  bool expired = false;  // notAfter an hour ago
+  // Replaces DNS:<common_name> among the SANs (empty: keep it).
+  std::string dns_name;
+};
+
 class TestCa {
  public:
   // Creates "<dir>/<name>-ca.pem" (and its key) for a new CA.
@@ -24,6 +31,9 @@ class TestCa {
   // subject CN=`common_name` and SANs DNS:localhost, DNS:<common_name>,
   // IP:127.0.0.1, IP:::1.
   absl::StatusOr<CertFiles> Issue(const std::string& common_name) const;
+  // The same with `options`; files are named after `file_tag`.
+  absl::StatusOr<CertFiles> Issue(const std::string& common_name, const LeafOptions& options,
+                                  const std::string& file_tag) const;
 
   const std::string& ca_file() const { return ca_cert_file_; }
 

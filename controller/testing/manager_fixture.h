@@ -46,7 +46,8 @@ class ManagerFixture : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     failing_ = std::make_unique<FailingStore>(store_.get(), fail_at, and_after);
-    registry_ = std::make_unique<AgentRegistry>(&clock_, RegistryOptions{absl::Seconds(2), 3});
+    registry_ = std::make_unique<AgentRegistry>(&clock_,
+                                                RegistryOptions{absl::Seconds(2), 3, time_scales_});
     ManagerOptions options;
     options.tick = absl::Milliseconds(20);
     options.probe_interval = absl::Hours(1);  // registration only in these tests
@@ -137,6 +138,7 @@ class ManagerFixture : public ::testing::Test {
   Metrics metrics_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<FailingStore> failing_;
+  TimeScales time_scales_;  // the registry's, read by OpenManager
   std::unique_ptr<AgentRegistry> registry_;
   std::unique_ptr<CampaignManager> manager_;
   int subscription_ = -1;

@@ -325,7 +325,7 @@ TEST_F(AgentProcessTest, TlsRefusesClientsWithoutTheRightCertificate) {
   CREST_ASSERT_OK(ca);
   CREST_ASSERT_OK(other);
   auto server = ca->Issue("crest-agent");
-  auto client = ca->Issue("controller");
+  auto client = ca->Issue("crest-controller");
   auto stranger = other->Issue("stranger");
   std::vector<std::string> args = Args(false);
   args.insert(args.end(),
@@ -347,6 +347,43 @@ TEST_F(AgentProcessTest, TlsRefusesClientsWithoutTheRightCertificate) {
   EXPECT_FALSE(call(foreign_cert).ok());
   // Plaintext to a TLS agent fails too.
   EXPECT_FALSE(call(Insecure()).ok());
+}
+
+// The flags reach the real binary: --controller-identity replaces the
+// default, and an operator certificate may read but not drive the node.
+TEST_F(AgentProcessTest, IdentityFlagsDecideWhoDrivesTheNode) {
+  auto ca = crest::testing::TestCa::Create(dir_.path(), "ids");
+  CREST_ASSERT_OK(ca);
+  auto server = ca->Issue("n1");
+  auto ops = ca->Issue("ops-controller");
+  auto default_controller = ca->Issue("crest-controller");
+  auto cli = ca->Issue("crest-cli");
+  CREST_ASSERT_OK(server);
+  std::vector<std::string> args = Args(false);
+  args.insert(args.end(), {"--tls-cert", server->cert, "--tls-key", server->key, "--tls-ca",
+                           ca->ca_file(), "--controller-identity", "ops-controller,ctl-2"});
+  auto agent = AgentProcess::Start(args);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto stop = [&](const crest::testing::CertFiles& cert) {
+    auto stub = Stub((*agent)->address(), Tls(cert.cert, cert.key, ca->ca_file()));
+    grpc::ClientContext ctx;
+    Deadline(ctx, 5);
+    crest::v1::StopDaemonReply reply;
+    return stub->StopDaemon(&ctx, {}, &reply);
+  };
+  EXPECT_TRUE(stop(*ops).ok());
+  grpc::Status denied = stop(*default_controller);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(),
+            "crest.v1.NodeAgent/StopDaemon: caller CN \"crest-controller\" is not allowed; "
+            "expected controller CN \"ops-controller\", \"ctl-2\"");
+  EXPECT_EQ(stop(*cli).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  auto reader = Stub((*agent)->address(), Tls(cli->cert, cli->key, ca->ca_file()));
+  grpc::ClientContext ctx;
+  Deadline(ctx, 5);
+  crest::v1::DaemonStatus status;
+  EXPECT_TRUE(reader->GetDaemonStatus(&ctx, {}, &status).ok());
+  EXPECT_EQ((*agent)->Terminate(), 0);
 }
 
 TEST_F(AgentProcessTest, InsecureOnlyOnLoopback) {

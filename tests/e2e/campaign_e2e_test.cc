@@ -177,10 +177,12 @@ client: {request_count: 400, max_output_len: 64}
 }
 
 TEST_F(CampaignE2e, CalibrationSetsSelectBatchFromTheMeasuredLatencies) {
-  // Labelled with its time scale, so latencies are recorded in simulated time
-  // (tens of ms, as on an NPU) rather than as the 200x faster wall-clock figures.
-  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", kTimeScale, true);
-  StartController(dir_.File("ctl"), "node-1=" + a1);
+  // The controller knows the node's time scale (--sim-time-scale), so latencies
+  // are recorded in simulated time (tens of ms, as on an NPU) rather than as the
+  // 200x faster wall-clock figures.
+  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", kTimeScale);
+  StartController(dir_.File("ctl"), "node-1=" + a1,
+                  {"--sim-time-scale", absl::StrCat("node-1=", kTimeScale)});
   ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
   std::string id = Submit(R"(name: cal
 models: [{name: LLaMa3-8B}]
@@ -290,6 +292,23 @@ search: {range: [435, 1001], initial: 435}
                 {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("x"), "--agents", "a=b"});
   EXPECT_EQ(r.code, 1);
   EXPECT_THAT(r.output, HasSubstr("--agents: 'a=b': address must be HOST:PORT"));
+  r = RunBinary("crest-controller", {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("z"),
+                                     "--sim-time-scale", "node-1=fast"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("--sim-time-scale: 'node-1=fast': expected K or NAME=K"));
+  r = RunBinary("crest-controller", {"--listen", "127.0.0.1:0", "--state-dir", dir_.File("z"),
+                                     "--identity-from", "ou"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_THAT(r.output, HasSubstr("'ou' is neither 'cn' nor 'san'"));
+  // A certificate of the CA that is not an operator's: refused, saying why.
+  auto node_cert = ca_->Issue("node-9");
+  ASSERT_TRUE(node_cert.ok());
+  std::vector<std::string> as_node = {"campaign", "list", "--controller", controller_address_};
+  for (auto& a : Tls(*node_cert)) as_node.push_back(a);
+  r = RunBinary("crest", as_node);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.output, HasSubstr("crest.v1.Controller/ListCampaigns: caller CN \"node-9\" is not "
+                                  "allowed; expected operator CN \"crest-cli\""));
   r = RunBinary("crest-controller",
                 {"--listen", "10.1.2.3:0", "--state-dir", dir_.File("y"), "--insecure"});
   EXPECT_EQ(r.code, 1);

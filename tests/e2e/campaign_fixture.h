@@ -56,7 +56,7 @@ class CampaignE2e : public ::testing::Test {
   // mindie-sim arguments, as a YAML flow list body. Returns its address.
   std::string StartAgent(const std::string& name, const std::string& model,
                          const std::string& controller = "", double time_scale = kTimeScale,
-                         bool label_time_scale = false, const std::string& sim_args = "") {
+                         const std::string& sim_args = "") {
     auto cert = ca_->Issue(name);
     EXPECT_TRUE(cert.ok());
     std::string root = dir_.File(name);
@@ -69,7 +69,6 @@ class CampaignE2e : public ::testing::Test {
             absl::StrCat(
                 "sim: {model: ", model, ", time_scale: ", time_scale, ", seed: 7",
                 sim_args.empty() ? "" : ", args: [" + sim_args + "]", "}\nlabels: {model: ", model,
-                label_time_scale ? absl::StrCat(", sim-time-scale: \"", time_scale, "\"") : "",
                 "}\n"))
             .ok());
     std::vector<std::string> args = {
@@ -88,10 +87,12 @@ class CampaignE2e : public ::testing::Test {
     return absl::StrCat("127.0.0.1:", port.ok() ? *port : 0);
   }
 
-  // Starts the controller on `state_dir`; returns its address.
-  std::string StartController(const std::string& state_dir, const std::string& agents = "") {
+  // Starts the controller on `state_dir` with `extra` flags; returns its address.
+  std::string StartController(const std::string& state_dir, const std::string& agents = "",
+                              const std::vector<std::string>& extra = {}) {
     std::vector<std::string> args = {"--listen", "127.0.0.1:0",          "--state-dir",
                                      state_dir,  "--heartbeat-interval", "0.5"};
+    args.insert(args.end(), extra.begin(), extra.end());
     if (!agents.empty()) {
       args.emplace_back("--agents");
       args.push_back(agents);

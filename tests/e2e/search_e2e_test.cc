@@ -38,6 +38,11 @@ constexpr int kRequests = 1000;
 constexpr int kMaxOutput = 256;
 constexpr int64_t kStep = 5;
 
+// The controller divides results by the node's time scale (a trusted flag).
+std::vector<std::string> TimeScaleFlags() {
+  return {"--sim-time-scale", absl::StrCat("node-1=", kSearchTimeScale)};
+}
+
 std::string SearchSpec(const std::string& name) {
   return absl::StrCat("name: ", name, "\nmodels: [{name: ", kModel, "}]\nsearch: {step: ", kStep,
                       "}\nclient: {request_count: ", kRequests, ", max_output_len: ", kMaxOutput,
@@ -114,8 +119,8 @@ std::string Detail(const nlohmann::json& model) {
 class SearchE2e : public CampaignE2e {};
 
 TEST_F(SearchE2e, DefaultStrategyFindsThePeakInFewerRunsThanGrid) {
-  std::string a1 = StartAgent("node-1", kModel, "", kSearchTimeScale, true, kSimArgs);
-  StartController(dir_.File("ctl"), "node-1=" + a1);
+  std::string a1 = StartAgent("node-1", kModel, "", kSearchTimeScale, kSimArgs);
+  StartController(dir_.File("ctl"), "node-1=" + a1, TimeScaleFlags());
   ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
   std::string id = Submit(SearchSpec("peak"));
   CommandResult watch = Cli({"campaign", "watch", id}, absl::Seconds(300));
@@ -172,9 +177,9 @@ TEST_F(SearchE2e, DefaultStrategyFindsThePeakInFewerRunsThanGrid) {
 }
 
 TEST_F(SearchE2e, ControllerSigkillMidSearchEndsAtTheSameAnswer) {
-  std::string a1 = StartAgent("node-1", kModel, "", kSearchTimeScale, true, kSimArgs);
+  std::string a1 = StartAgent("node-1", kModel, "", kSearchTimeScale, kSimArgs);
   std::string state = dir_.File("ctl");
-  StartController(state, "node-1=" + a1);
+  StartController(state, "node-1=" + a1, TimeScaleFlags());
   ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
   // Uninterrupted, for reference.
   std::string ref_id = Submit(SearchSpec("reference"));
@@ -188,7 +193,7 @@ TEST_F(SearchE2e, ControllerSigkillMidSearchEndsAtTheSameAnswer) {
       << controller_->output();
   controller_->Kill();
   controller_->Wait(absl::Seconds(10));
-  StartController(state, "node-1=" + a1);
+  StartController(state, "node-1=" + a1, TimeScaleFlags());
   ASSERT_TRUE(controller_->WaitForLine(absl::StrCat("resuming campaign ", id), kStartup).ok());
   ASSERT_EQ(Cli({"campaign", "watch", id}, absl::Seconds(300)).code, 0) << controller_->output();
   const nlohmann::json resumed = Model(Report(id), kModel);

@@ -196,7 +196,9 @@ CommandResult Stack::Cli(std::vector<std::string> args, absl::Duration timeout) 
 CommandResult Stack::NodeCli(const std::string& node, std::vector<std::string> args) {
   args.emplace_back("--agent");
   args.push_back(endpoints_.at(node).address);
-  for (auto& a : Tls(cli_cert_)) args.push_back(a);
+  // Driving a node (start, tune, bench) is the controller's role: the agents
+  // accept it only from the controller's identity.
+  for (auto& a : Tls(controller_cert_)) args.push_back(a);
   return e2e::RunBinary("crest", args, absl::Seconds(30));
 }
 

@@ -49,7 +49,8 @@ class Stack {
   // Submits `yaml`; the campaign id, or "".
   std::string Submit(const std::string& yaml);
   CommandResult Cli(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(30));
-  // `crest ARGS --agent <node's address>` with the CLI's certificate.
+  // `crest ARGS --agent <node's address>` with the controller's certificate
+  // (only the controller's identity may drive a node).
   CommandResult NodeCli(const std::string& node, std::vector<std::string> args);
   // The `crest` command line (binary and TLS flags) for a shell.
   std::string CliCommand(const std::vector<std::string>& args) const;
