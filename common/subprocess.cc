@@ -146,8 +146,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], go_pipe[0], go_pipe[1],
-                   devnull}) {
+    for (int fd :
+         {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], go_pipe[0], go_pipe[1], devnull}) {
       if (fd >= 0) ::close(fd);
     }
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(err)));
@@ -338,9 +338,8 @@ void SpawnThread::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(
-        +[](SpawnThread* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) {
-          return t->quit_ || t->request_ != nullptr;
-        },
+        +[](SpawnThread* t)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->quit_ || t->request_ != nullptr; },
         this));
     if (quit_) return;
     const SpawnOptions* request = request_;
