@@ -84,7 +84,10 @@ class Faults : public CampaignFixture {
     nlohmann::json report = Report(id);
     const auto& m = Model(report, "LLaMa3-8B");
     ExpectNothingLostOrCountedTwice(m, before.is_null() ? before : Model(before, "LLaMa3-8B"));
-    for (const auto& [name, host] : hosts) {
+    for (const auto& entry : hosts) {
+      // Plain references: clang 14 cannot capture structured bindings in a lambda.
+      const std::string& name = entry.first;
+      const HostState& host = entry.second;
       EXPECT_TRUE(WaitFor([&] { return Host(name) == host; }, absl::Seconds(10)))
           << name << ": governors " << absl::StrJoin(Host(name).governors, ",") << " (were "
           << absl::StrJoin(host.governors, ",") << "), THP " << Host(name).thp << " (was "
