@@ -24,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
 #include "common/file_util.h"
@@ -265,7 +266,11 @@ TEST_F(Faults, AgentSigkillBetweenSpawnAndPidRecord) {
 TEST_F(Faults, ControllerSigkillAtTwentyPointsResumesToTheSameReport) {
   std::string a1 = StartAgent("node-1", "LLaMa3-8B");
   std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  const std::string spec = Spec("resume", 12, "", "limits: {max_retries: 100}\n");
+  // Every point is measured whatever the figures (tolerance 0.99): under a
+  // loaded machine the noise could otherwise end one run's search early.
+  const std::string spec =
+      absl::StrReplaceAll(Spec("resume", 12, "", "limits: {max_retries: 100}\n"),
+                          {{"tolerance: 0.5", "tolerance: 0.99"}});
   StartController(dir_.File("ref"), "node-1=" + a1);
   WaitForAgents({"node-1"});
   std::string ref_id = Submit(spec);
@@ -286,7 +291,9 @@ TEST_F(Faults, ControllerSigkillAtTwentyPointsResumesToTheSameReport) {
     ASSERT_TRUE(line.ok()) << line.status();
     ended = absl::StrContains(*line, "ended");
     if (ended) break;
-    snapshots.push_back(Report(id));
+    // Mid-trial kills land at once (the trial's daemon is still starting);
+    // after a record, what the controller said it holds is kept to compare.
+    if (kills % 2 == 1) snapshots.push_back(Report(id));
     controller_->Kill();
     controller_->Wait(absl::Seconds(10));
     ++kills;
