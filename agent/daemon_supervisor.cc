@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <variant>
@@ -14,11 +15,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
-#include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 
+#include "agent/daemon_pid_record.h"
 #include "agent/http_probe.h"
 #include "agent/pinning.h"
 #include "common/cpu_list.h"
@@ -51,21 +51,6 @@ bool IsConfigError(const std::string& line) {
   std::string lower = absl::AsciiStrToLower(line);
   return absl::StrContains(lower, "invalid config") ||
          (absl::StrContains(lower, "error") && absl::StrContains(lower, "config"));
-}
-
-// Start time of a process (field 22 of /proc/PID/stat), to tell a pid reused
-// by another process from the daemon we started.
-std::optional<uint64_t> ProcessStartTime(pid_t pid) {
-  auto text = ReadFileToString(absl::StrCat("/proc/", pid, "/stat"));
-  if (!text.ok()) return std::nullopt;
-  size_t paren = text->rfind(')');
-  if (paren == std::string::npos) return std::nullopt;
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(*text).substr(paren + 2), ' ', absl::SkipEmpty());
-  // Fields after "(comm)" start at field 3 (state); starttime is field 22.
-  uint64_t start = 0;
-  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) return std::nullopt;
-  return start;
 }
 
 // The overridable keys' values in `view`, as DaemonReady/DaemonStatus report them.
@@ -133,6 +118,8 @@ DaemonSupervisor::DaemonSupervisor(AgentConfig config, std::string state_dir, co
       state_dir_(std::move(state_dir)),
       clock_(clock),
       config_json_(config_.config_json, state_dir_),
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): read once, before any thread of ours.
+      hold_before_pid_record_(std::getenv("CREST_TESTING_HOLD_BEFORE_PID_RECORD") != nullptr),
       since_(clock->Now()) {}
 
 DaemonSupervisor::~DaemonSupervisor() { Stop(std::nullopt); }
@@ -162,11 +149,8 @@ void DaemonSupervisor::Notify() {
   if (listener) listener(Status());
 }
 
-void DaemonSupervisor::WritePidRecord(pid_t pid) {
-  nlohmann::json j = {
-      {"pid", pid}, {"start_time", ProcessStartTime(pid).value_or(0)}, {"binary", config_.binary}};
-  absl::Status s = WriteFileAtomically(pid_record_path(), j.dump() + "\n", 0600);
-  if (!s.ok()) spdlog::warn("recording the daemon pid: {}", std::string(s.message()));
+absl::Status DaemonSupervisor::WritePidRecord(pid_t pid) {
+  return WriteDaemonPidRecord(pid_record_path(), pid, config_.binary);
 }
 
 void DaemonSupervisor::RemovePidRecord() {
@@ -175,19 +159,8 @@ void DaemonSupervisor::RemovePidRecord() {
 }
 
 absl::Status DaemonSupervisor::RecoverAtStart() {
-  auto text = ReadFileToString(pid_record_path());
-  if (text.ok()) {
-    nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-    if (j.is_object() && j.contains("pid") && j["pid"].is_number_integer()) {
-      pid_t pid = j["pid"].get<pid_t>();
-      uint64_t recorded = j.value("start_time", static_cast<uint64_t>(0));
-      std::optional<uint64_t> now = ProcessStartTime(pid);
-      if (pid > 1 && now && *now == recorded) {
-        spdlog::warn("a daemon left by a previous agent still runs (pid {}); killing its group",
-                     pid);
-        ::kill(-pid, SIGKILL);
-      }
-    }
+  if (std::filesystem::exists(pid_record_path())) {
+    StopRecordedDaemon(pid_record_path());
     RemovePidRecord();
   }
   if (config_json_.HasBackup()) {
@@ -359,8 +332,19 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     Notify();
   };
 
-  auto process = Subprocess::Spawn(options);
+  // Recorded while the child waits before exec: an agent killed at any point
+  // leaves either no daemon or a recorded one (which the kernel also kills).
+  options.parent_death_signal = SIGKILL;
+  options.before_exec = [this](pid_t pid) {
+    if (hold_before_pid_record_) {
+      spdlog::warn("testing: holding daemon pid {} before its pid record", pid);
+      while (true) absl::SleepFor(absl::Hours(1));
+    }
+    return WritePidRecord(pid);
+  };
+  auto process = spawner_.Spawn(options);
   if (!process.ok()) {
+    RemovePidRecord();  // written before an exec that then failed
     bool affinity = absl::StrContains(process.status().message(), "CPU affinity");
     fail_before_spawn(
         affinity ? crest::v1::DAEMON_FAILURE_PINNING : crest::v1::DAEMON_FAILURE_SPAWN,
@@ -377,6 +361,7 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     absl::Status verified = VerifyAffinity(run->pid, params.cpus);
     if (!verified.ok()) {
       run->process.reset();  // kills and reaps
+      RemovePidRecord();
       fail_before_spawn(crest::v1::DAEMON_FAILURE_PINNING, std::string(verified.message()));
       return absl::OkStatus();
     }
@@ -387,7 +372,6 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
   run->log->Append(
       absl::StrCat("=== crest-agent: started ", absl::StrJoin(options.argv, " "), " pid ", run->pid,
                    params.cpus.empty() ? "" : " cpus " + FormatCpuList(params.cpus), " ==="));
-  WritePidRecord(run->pid);
   spdlog::info("daemon started: pid {} ({}), pinned to {}", run->pid, config_.binary,
                params.cpus.empty() ? "nothing" : FormatCpuList(params.cpus));
   {

@@ -7,6 +7,10 @@
 // errors, early exit and the start deadline, then wait for the management
 // /v2/health/ready endpoint. Stop = SIGTERM, grace, SIGKILL of the group,
 // reap, restore config.json. A crash after READY is noticed and reported.
+// No daemon runs unrecorded: its pid record is written (durably) while the
+// child waits before exec, a failed write refuses the start, and the kernel
+// SIGKILLs the daemon when the agent dies (parent-death signal, armed from a
+// spawn thread that lives as long as the agent).
 #pragma once
 
 #include <sys/types.h>
@@ -59,7 +63,8 @@ class DaemonSupervisor {
   void SetStateListener(StateListener listener);
 
   // After a crash of the agent: kills a daemon a previous agent left running
-  // (recorded pid with the same start time) and restores config.json.
+  // (recorded pid with the same start time and boot) and what is left of its
+  // process group, and restores config.json.
   absl::Status RecoverAtStart();
 
   // Blocks until the daemon is READY or has FAILED (both sent to `sink`), or
@@ -90,13 +95,18 @@ class DaemonSupervisor {
   crest::v1::DaemonFailed Fail(Run& run, crest::v1::DaemonFailure kind, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string pid_record_path() const { return state_dir_ + "/daemon-pid.json"; }
-  void WritePidRecord(pid_t pid);
+  absl::Status WritePidRecord(pid_t pid);
   void RemovePidRecord();
 
   const AgentConfig config_;
   const std::string state_dir_;
   const Clock* const clock_;
   ConfigJsonFile config_json_;
+  // Test-only (env CREST_TESTING_HOLD_BEFORE_PID_RECORD=1): the spawn stops
+  // for good between fork and the pid record, so a test can SIGKILL the
+  // agent in that window.
+  const bool hold_before_pid_record_;
+  SpawnThread spawner_;
 
   // Serialises Start and Stop; a Stop aborts a Start through abort_start_.
   absl::Mutex op_mu_;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -27,7 +28,13 @@ struct ChildError {
   int stage;
   int err;
 };
-enum Stage : int { kStageChdir = 1, kStageAffinity = 2, kStageExec = 3, kStagePgid = 4 };
+enum Stage : int {
+  kStageChdir = 1,
+  kStageAffinity = 2,
+  kStageExec = 3,
+  kStagePgid = 4,
+  kStageParentDeath = 5,
+};
 
 void WriteAll(int fd, const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
@@ -126,12 +133,21 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions
     ::close(out_pipe[1]);
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(err)));
   }
+  // The child waits on this pipe before exec until before_exec succeeded.
+  int go_pipe[2] = {-1, -1};
+  if (options.before_exec && ::pipe2(go_pipe, O_CLOEXEC) != 0) {
+    int err = errno;
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(err)));
+  }
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  const pid_t parent = ::getpid();
 
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], devnull}) {
+    for (int fd :
+         {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], go_pipe[0], go_pipe[1], devnull}) {
       if (fd >= 0) ::close(fd);
     }
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(err)));
@@ -144,6 +160,24 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
     for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
     if (::setpgid(0, 0) != 0) ChildFail(err_pipe[1], kStagePgid);
+    if (options.parent_death_signal != 0) {
+      if (::prctl(PR_SET_PDEATHSIG, options.parent_death_signal) != 0) {
+        ChildFail(err_pipe[1], kStageParentDeath);
+      }
+      // The parent may have died before the signal was armed.
+      if (::getppid() != parent) ::_exit(127);
+    }
+    if (go_pipe[0] >= 0) {
+      ::close(go_pipe[1]);
+      char go = 0;
+      ssize_t r = 0;
+      do {
+        r = ::read(go_pipe[0], &go, 1);
+      } while (r < 0 && errno == EINTR);
+      // End of file: the parent refused the start or died; never exec.
+      if (r != 1) ::_exit(127);
+      ::close(go_pipe[0]);
+    }
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) {
       ChildFail(err_pipe[1], kStageChdir);
     }
@@ -166,6 +200,21 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
   if (devnull >= 0) ::close(devnull);
+  if (go_pipe[0] >= 0) {
+    ::close(go_pipe[0]);
+    absl::Status ready = options.before_exec(pid);
+    if (ready.ok()) WriteAll(go_pipe[1], "g", 1);
+    ::close(go_pipe[1]);
+    if (!ready.ok()) {
+      ::kill(pid, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      ::close(err_pipe[0]);
+      ::close(out_pipe[0]);
+      return ready;
+    }
+  }
   ChildError child_error{0, 0};
   ssize_t n = 0;
   do {
@@ -190,6 +239,8 @@ absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(const SpawnOptions
       }
       case kStagePgid:
         return absl::InternalError(absl::StrCat("setpgid: ", why));
+      case kStageParentDeath:
+        return absl::InternalError(absl::StrCat("prctl(PR_SET_PDEATHSIG): ", why));
       default:
         if (child_error.err == ENOENT) {
           return absl::NotFoundError(absl::StrCat("executing ", program, ": ", why));
@@ -271,6 +322,45 @@ bool Subprocess::ReadAvailable(std::string* out) {
     if (errno == EINTR) continue;
     return true;  // EAGAIN: nothing more for now.
   }
+}
+
+SpawnThread::SpawnThread() : thread_([this] { Loop(); }) {}
+
+SpawnThread::~SpawnThread() {
+  {
+    absl::MutexLock lock(&mu_);
+    quit_ = true;
+  }
+  thread_.join();
+}
+
+void SpawnThread::Loop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](SpawnThread* t)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->quit_ || t->request_ != nullptr; },
+        this));
+    if (quit_) return;
+    const SpawnOptions* request = request_;
+    request_ = nullptr;
+    mu_.Unlock();
+    auto result = Subprocess::Spawn(*request);
+    mu_.Lock();
+    reply_ = std::move(result);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Subprocess>> SpawnThread::Spawn(const SpawnOptions& options) {
+  absl::MutexLock call(&call_mu_);
+  absl::MutexLock lock(&mu_);
+  request_ = &options;
+  mu_.Await(absl::Condition(
+      +[](SpawnThread* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->reply_.has_value(); },
+      this));
+  absl::StatusOr<std::unique_ptr<Subprocess>> result = std::move(*reply_);
+  reply_.reset();
+  return result;
 }
 
 bool ProcessGroupExists(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno == EPERM; }

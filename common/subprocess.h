@@ -1,21 +1,25 @@
 // Process-spawning seam: starts a child in its own process group with an
 // explicit argv, environment, working directory and CPU affinity (set in the
 // child before exec, as taskset does), its stdout and stderr captured through
-// one pipe; signals the whole group; waits with a timeout. Nothing here goes
-// through a shell.
+// one pipe, optionally a parent-death signal and a step the parent runs while
+// the child waits before exec; signals the whole group; waits with a timeout.
+// Nothing here goes through a shell.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace crest {
@@ -35,6 +39,16 @@ struct SpawnOptions {
   std::vector<uint32_t> cpus;
   // Capture stdout+stderr in a pipe (output_fd()); else they go to /dev/null.
   bool capture_output = true;
+  // Signal the kernel sends the child when the thread that forked it ends
+  // (PR_SET_PDEATHSIG, set before exec; a parent already gone when it is set
+  // makes the child exit at once); 0: none. Linux ties it to the forking
+  // *thread*: spawn from one that lives as long as the process (SpawnThread).
+  int parent_death_signal = 0;
+  // Run in the parent with the child's pid while the child waits before exec
+  // (nothing of the program has run yet), e.g. to record the pid durably
+  // first. An error kills and reaps the child and is what Spawn returns; if
+  // the parent dies meanwhile the child exits without exec.
+  std::function<absl::Status(pid_t)> before_exec;
 };
 
 // How a child ended: exit code, or 128 + signal number when killed.
@@ -88,6 +102,30 @@ class Subprocess {
   int output_fd_;
   int pid_fd_;
   std::optional<ExitInfo> exit_;
+};
+
+// Forks every child from one thread that lives as long as this object, so
+// that a parent_death_signal fires when the process dies and not when a
+// short-lived (RPC) thread that asked for the spawn ends.
+class SpawnThread {
+ public:
+  SpawnThread();
+  ~SpawnThread();
+  SpawnThread(const SpawnThread&) = delete;
+  SpawnThread& operator=(const SpawnThread&) = delete;
+
+  // Subprocess::Spawn(options) run on the thread; blocks until it returns.
+  absl::StatusOr<std::unique_ptr<Subprocess>> Spawn(const SpawnOptions& options);
+
+ private:
+  void Loop();
+
+  absl::Mutex call_mu_;  // one request at a time
+  absl::Mutex mu_;
+  const SpawnOptions* request_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::optional<absl::StatusOr<std::unique_ptr<Subprocess>>> reply_ ABSL_GUARDED_BY(mu_);
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
 };
 
 // True while any process of group `pgid` exists (kill(-pgid, 0)).

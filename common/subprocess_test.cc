@@ -2,9 +2,12 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -144,6 +147,99 @@ TEST(SubprocessTest, RunCommandTimesOut) {
 TEST(SubprocessTest, FindOnPath) {
   EXPECT_FALSE(FindOnPath("sh").empty());
   EXPECT_TRUE(FindOnPath("crest-no-such-program-on-path").empty());
+}
+
+std::string CommandLineOf(pid_t pid) {
+  auto text = ReadFileToString(absl::StrCat("/proc/", pid, "/cmdline"));
+  return text.ok() ? *text : "";
+}
+
+TEST(SubprocessTest, BeforeExecRunsWhileTheChildHasNotExecYet) {
+  SpawnOptions options;
+  options.argv = {"/bin/sh", "-c", "echo ran"};
+  std::string seen;
+  pid_t seen_pid = 0;
+  options.before_exec = [&](pid_t pid) {
+    seen_pid = pid;
+    seen = CommandLineOf(pid);  // still this test binary, not the shell
+    return absl::OkStatus();
+  };
+  auto child = Subprocess::Spawn(options);
+  CREST_ASSERT_OK(child);
+  EXPECT_EQ(seen_pid, (*child)->pid());
+  EXPECT_FALSE(seen.empty());
+  EXPECT_THAT(seen, ::testing::Not(HasSubstr("/bin/sh")));
+  EXPECT_THAT(ReadUntil(**child, "ran"), HasSubstr("ran"));
+  ASSERT_TRUE((*child)->WaitFor(absl::Seconds(10)).has_value());
+}
+
+TEST(SubprocessTest, AFailedBeforeExecRefusesTheStartAndTheProgramNeverRuns) {
+  crest::testing::TempDir dir;
+  std::string marker = dir.File("ran");
+  SpawnOptions options;
+  options.argv = {"/bin/sh", "-c", "touch " + marker};
+  pid_t child_pid = 0;
+  options.before_exec = [&](pid_t pid) {
+    child_pid = pid;
+    return absl::DataLossError("recording the pid: disk full");
+  };
+  EXPECT_THAT(Subprocess::Spawn(options),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("disk full")));
+  ASSERT_GT(child_pid, 0);
+  EXPECT_FALSE(ProcessGroupExists(child_pid));  // killed and reaped
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+// The parent of a child with a parent-death signal is SIGKILLed: the kernel
+// kills the child. This test process is the subreaper that reaps it.
+TEST(SubprocessTest, ParentDeathSignalStopsTheChildWhenItsParentIsKilled) {
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+  int pids[2];
+  ASSERT_EQ(::pipe(pids), 0);
+  pid_t parent = ::fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    ::close(pids[0]);
+    SpawnThread spawner;
+    SpawnOptions options;
+    options.argv = {"/bin/sleep", "60"};
+    options.parent_death_signal = SIGKILL;
+    auto child = spawner.Spawn(options);
+    if (!child.ok()) ::_exit(3);
+    pid_t pid = (*child)->pid();
+    if (::write(pids[1], &pid, sizeof(pid)) != sizeof(pid)) ::_exit(4);
+    ::pause();  // until killed, leaving the child behind
+    ::_exit(0);
+  }
+  ::close(pids[1]);
+  pid_t grandchild = 0;
+  ASSERT_EQ(::read(pids[0], &grandchild, sizeof(grandchild)),
+            static_cast<ssize_t>(sizeof(grandchild)));
+  ::close(pids[0]);
+  ASSERT_EQ(::kill(parent, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(parent, nullptr, 0), parent);
+  // Reparented to this subreaper; the kernel's SIGKILL ends it.
+  int status = 0;
+  ASSERT_EQ(::waitpid(grandchild, &status, 0), grandchild);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0);
+}
+
+TEST(SubprocessTest, SpawnThreadSpawnsManyInTurn) {
+  SpawnThread spawner;
+  for (int i = 0; i < 3; ++i) {
+    SpawnOptions options;
+    options.argv = {"/bin/sh", "-c", absl::StrCat("exit ", i)};
+    auto child = spawner.Spawn(options);
+    CREST_ASSERT_OK(child);
+    auto info = (*child)->WaitFor(absl::Seconds(10));
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(info->code, i);
+  }
+  SpawnOptions missing;
+  missing.argv = {"/no/such/program"};
+  EXPECT_THAT(spawner.Spawn(missing), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

@@ -243,8 +243,12 @@ std::vector<std::string> AgentRegistry::CheckLiveness() {
   std::vector<std::string> lost;
   {
     absl::MutexLock lock(&mu_);
-    absl::Time deadline = clock_->Now() - options_.heartbeat_interval * options_.missed_heartbeats;
+    absl::Time now = clock_->Now();
+    absl::Time deadline = now - options_.heartbeat_interval * options_.missed_heartbeats;
     for (auto& [name, e] : agents_) {
+      // The clock went back: count the silence from now, or an agent heard
+      // "in the future" could never be found silent.
+      e.last_seen = std::min(e.last_seen, now);
       if (e.info.state() == crest::v1::AGENT_READY && e.last_seen < deadline) {
         e.info.set_state(crest::v1::AGENT_LOST);
         lost.push_back(name);

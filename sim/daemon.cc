@@ -75,6 +75,10 @@ struct Flags {
   std::optional<double> startup_seconds;
   std::optional<double> noise_cv;
   std::vector<std::string> omit_metrics;
+  // Fault injection (tests/faults); 0: off.
+  int64_t crash_after_tokens = 0;
+  int64_t hang_after_tokens = 0;
+  int64_t oom_above_batch = 0;
 };
 
 }  // namespace
@@ -101,6 +105,15 @@ int RunDaemon(int argc, char** argv) {
                  "metric names left out of /metrics, standing in for a MindIE build that does "
                  "not publish them")
       ->delimiter(',');
+  app.add_option("--fault-crash-after-tokens", flags.crash_after_tokens,
+                 "fault injection: abort (SIGABRT) once N tokens were generated")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fault-hang-after-tokens", flags.hang_after_tokens,
+                 "fault injection: deliver no token after the first N (requests never finish)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--fault-oom-above-batch", flags.oom_above_batch,
+                 "fault injection: NPU out of memory at warm-up when maxBatchSize exceeds N")
+      ->check(CLI::NonNegativeNumber);
   if (auto rc = ParseCommandLine(app, argc, argv)) return *rc;
 
   std::string config_path = FindConfigPath(flags.config, GetEnv);
@@ -167,9 +180,17 @@ int RunDaemon(int argc, char** argv) {
   engine_options.noise_cv = flags.noise_cv.value_or(profile->noise_cv);
   engine_options.seed = flags.seed.value_or(std::random_device{}());
   Service* service_ptr = nullptr;
+  int64_t tokens_generated = 0;  // engine thread only
   Engine engine(
       engine_options,
-      [&io, &service_ptr](std::vector<TokenEvent> events) {
+      [&io, &service_ptr, &flags, &tokens_generated](std::vector<TokenEvent> events) {
+        tokens_generated += static_cast<int64_t>(events.size());
+        if (flags.crash_after_tokens > 0 && tokens_generated >= flags.crash_after_tokens) {
+          Log("ERROR", "llm",
+              absl::StrCat("fault injection: crashing after ", tokens_generated, " tokens"));
+          std::abort();
+        }
+        if (flags.hang_after_tokens > 0 && tokens_generated > flags.hang_after_tokens) return;
         boost::asio::post(
             io, [&service_ptr, events = std::move(events)] { service_ptr->OnTokens(events); });
       },
@@ -221,6 +242,14 @@ int RunDaemon(int argc, char** argv) {
                                         std::chrono::duration<double>(startup)));
   loading.async_wait([&](boost::system::error_code ec) {
     if (ec) return;
+    if (flags.oom_above_batch > 0 && config->max_batch_size > flags.oom_above_batch) {
+      Log("ERROR", "llm",
+          absl::StrCat("NPU out of memory: warm-up of maxBatchSize ", config->max_batch_size,
+                       " (fault injection: above ", flags.oom_above_batch, ")"));
+      exit_code = kExitRuntime;
+      io.stop();
+      return;
+    }
     Log("INFO", "llm",
         absl::StrFormat("npuMemSize %.0f GiB, cacheBlockSize %d, %d bytes per block, "
                         "npuBlockNum %d (usable %d, one reserved)",

@@ -162,11 +162,16 @@ TEST_F(AgentProcessTest, CrashIsRecoveredAtTheNextStart) {
   crest::v1::DaemonEvent last = StartDaemon(*stub, start, &status);
   ASSERT_TRUE(last.has_ready());
   pid_t daemon = last.ready().pid();
+  // The pid record was written before the daemon ran.
+  auto record = ReadFileToString(state_ + "/daemon-pid.json");
+  ASSERT_TRUE(record.ok());
+  EXPECT_THAT(*record, ::testing::HasSubstr(absl::StrCat("\"pid\":", daemon)));
   (*agent)->Crash();
-  // The crash left everything as it was.
+  // The crash left the host settings as they were; the kernel stopped the
+  // daemon (the agent's parent-death signal), not anyone's call.
   EXPECT_EQ(Gov(0), "performance");
   EXPECT_NE(*ReadFileToString(config_json_), original_);
-  EXPECT_TRUE(ProcessGroupExists(daemon));
+  EXPECT_TRUE(testing::WaitFor([&] { return !ProcessGroupExists(daemon); }, absl::Seconds(10)));
 
   auto next = AgentProcess::Start(Args());
   ASSERT_TRUE(next.ok()) << next.status();

@@ -110,8 +110,8 @@ class DaemonMetricsTest : public ::testing::Test {
     return result;
   }
 
-  // The daemon outlives its agent by design (a restarted agent adopts it), so
-  // each test stops it: nothing is left running on the machine.
+  // Each test stops its daemon through the agent (the kernel would stop it
+  // with the agent too, by the parent-death signal, but not when asked).
   void TearDown() override {
     if (stub_ == nullptr) return;
     grpc::ClientContext ctx;

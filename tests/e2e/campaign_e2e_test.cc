@@ -26,6 +26,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
+using CampaignE2e = CampaignFixture;
+
 TEST_F(CampaignE2e, CampaignOverThreeAgentsProducesTheReport) {
   std::string controller = StartController(dir_.File("ctl"));
   StartAgent("node-1", "LLaMa3-8B", controller);

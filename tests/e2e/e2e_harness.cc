@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace crest::e2e {
 
@@ -22,10 +24,12 @@ absl::StatusOr<std::unique_ptr<Process>> Process::Start(const std::string& binar
   return StartCommand(std::move(argv), name);
 }
 
-absl::StatusOr<std::unique_ptr<Process>> Process::StartCommand(std::vector<std::string> argv,
-                                                               const std::string& name) {
+absl::StatusOr<std::unique_ptr<Process>> Process::StartCommand(
+    std::vector<std::string> argv, const std::string& name,
+    const std::map<std::string, std::string>& env) {
   SpawnOptions options;
   options.argv = std::move(argv);
+  options.env = env;
   auto proc = Subprocess::Spawn(options);
   if (!proc.ok()) return proc.status();
   std::unique_ptr<Process> p(new Process());
@@ -58,16 +62,26 @@ void Process::Drain() {
 
 absl::StatusOr<std::string> Process::WaitForLine(const std::string& needle,
                                                  absl::Duration timeout) {
+  return WaitForAnyLine({needle}, timeout);
+}
+
+absl::StatusOr<std::string> Process::WaitForAnyLine(const std::vector<std::string>& needles,
+                                                    absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
+  auto first = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_t pos = std::string::npos;
+    for (const std::string& n : needles) pos = std::min(pos, out_.find(n));
+    return pos;
+  };
   auto found = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return out_.find(needle) != std::string::npos || eof_;
+    return first() != std::string::npos || eof_;
   };
   mu_.AwaitWithTimeout(absl::Condition(&found), timeout);
-  auto pos = out_.find(needle);
+  size_t pos = first();
   if (pos == std::string::npos) {
     return absl::DeadlineExceededError(
-        absl::StrCat(name_, ": no line with '", needle, "' within ", absl::FormatDuration(timeout),
-                     eof_ ? " (it exited)" : "", "; output:\n",
+        absl::StrCat(name_, ": no line with '", absl::StrJoin(needles, "' or '"), "' within ",
+                     absl::FormatDuration(timeout), eof_ ? " (it exited)" : "", "; output:\n",
                      out_.substr(out_.size() > 4000 ? out_.size() - 4000 : 0)));
   }
   auto begin = out_.rfind('\n', pos);

@@ -5,6 +5,7 @@
 // a SIGKILLed agent are reparented to it and can be reaped at the end.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,15 +29,21 @@ class Process {
   static absl::StatusOr<std::unique_ptr<Process>> Start(const std::string& binary,
                                                         const std::vector<std::string>& args,
                                                         const std::string& name);
-  // Starts `argv` as given (argv[0] a path), e.g. under `ip netns exec`.
-  static absl::StatusOr<std::unique_ptr<Process>> StartCommand(std::vector<std::string> argv,
-                                                               const std::string& name);
+  // Starts `argv` as given (argv[0] a path), e.g. under `ip netns exec`,
+  // with `env` added to this process's environment.
+  static absl::StatusOr<std::unique_ptr<Process>> StartCommand(
+      std::vector<std::string> argv, const std::string& name,
+      const std::map<std::string, std::string>& env = {});
   ~Process();  // SIGKILLs the group, reaps, joins the reader
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
   // Waits until the output contains `needle`; returns the line holding it.
   absl::StatusOr<std::string> WaitForLine(const std::string& needle, absl::Duration timeout);
+  // Waits until the output contains any of `needles`; returns the first line
+  // holding one.
+  absl::StatusOr<std::string> WaitForAnyLine(const std::vector<std::string>& needles,
+                                             absl::Duration timeout);
   // Extracts the number after `prefix` in the first line containing it (e.g. a port).
   absl::StatusOr<int> WaitForNumberAfter(const std::string& prefix, absl::Duration timeout);
   std::string output() const;

@@ -27,16 +27,25 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// LLaMa2-13B (KV knee near 90 sequences), 300 GSM8K questions capped at 256
+// LLaMa2-13B (KV knee near 90 sequences), 1000 GSM8K questions capped at 256
 // tokens, one reply each (text), concurrency maxBatchSize - 1. The simulator
 // runs without its run-to-run noise so that the truth below is the truth of
-// every run; search-bench measures the strategies under noise.
+// every run; search-bench measures the strategies under noise. 300 questions
+// ran in 3 waves near the knee, whose last one filled the batch only at some
+// sizes: a curve with a 6% step between neighbours that no search should be
+// judged on.
 constexpr double kSearchTimeScale = 40;
 constexpr char kModel[] = "LLaMa2-13B";
-constexpr char kSimArgs[] = "--noise-cv, \"0\"";
 constexpr int kRequests = 1000;
 constexpr int kMaxOutput = 256;
 constexpr int64_t kStep = 5;
+
+AgentOptions SearchAgent() {
+  AgentOptions o;
+  o.time_scale = kSearchTimeScale;
+  o.sim_args = {"--noise-cv", "0"};
+  return o;
+}
 
 // The controller divides results by the node's time scale (a trusted flag).
 std::vector<std::string> TimeScaleFlags() {
@@ -116,10 +125,10 @@ std::string Detail(const nlohmann::json& model) {
   return absl::StrJoin(out, " ");
 }
 
-class SearchE2e : public CampaignE2e {};
+class SearchE2e : public CampaignFixture {};
 
 TEST_F(SearchE2e, DefaultStrategyFindsThePeakInFewerRunsThanGrid) {
-  std::string a1 = StartAgent("node-1", kModel, "", kSearchTimeScale, kSimArgs);
+  std::string a1 = StartAgentWith("node-1", kModel, SearchAgent());
   StartController(dir_.File("ctl"), "node-1=" + a1, TimeScaleFlags());
   ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
   std::string id = Submit(SearchSpec("peak"));
@@ -177,7 +186,7 @@ TEST_F(SearchE2e, DefaultStrategyFindsThePeakInFewerRunsThanGrid) {
 }
 
 TEST_F(SearchE2e, ControllerSigkillMidSearchEndsAtTheSameAnswer) {
-  std::string a1 = StartAgent("node-1", kModel, "", kSearchTimeScale, kSimArgs);
+  std::string a1 = StartAgentWith("node-1", kModel, SearchAgent());
   std::string state = dir_.File("ctl");
   StartController(state, "node-1=" + a1, TimeScaleFlags());
   ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
@@ -197,19 +206,15 @@ TEST_F(SearchE2e, ControllerSigkillMidSearchEndsAtTheSameAnswer) {
   ASSERT_TRUE(controller_->WaitForLine(absl::StrCat("resuming campaign ", id), kStartup).ok());
   ASSERT_EQ(Cli({"campaign", "watch", id}, absl::Seconds(300)).code, 0) << controller_->output();
   const nlohmann::json resumed = Model(Report(id), kModel);
-  // The same answer, up to the resolution: the sim's results are noise-free
-  // but measured in real time, so two near-equal points may trade places.
-  // On throughput alone the real-time figures of near-equal points differ
-  // run to run and the two searches may part (measured 2026-12-03: 104 vs
-  // 101); with the preemption count they decide alike.
-  bool signal = false;
-  for (const auto& t : resumed["trials"]) signal |= t.contains("preemptions");
-  const int64_t want = reference["best"]["maxBatchSize"];
-  const int64_t got = resumed["best"]["maxBatchSize"];
-  if (signal) {
-    EXPECT_LE(std::abs(got - want), std::max<int64_t>(1, want / 100))
-        << Detail(resumed) << " vs " << Detail(reference);
-  }
+  // The same answer, up to what a run can tell apart: the sim's results are
+  // noise-free but measured in real time (~0.3% jitter), and past this
+  // profile's knee throughput is flat within 0.5% from 103 to 107, so the
+  // re-run of the interrupted trial may tip the search to another point of
+  // that plateau (measured 2026-12-03: 103 vs 107, 731 vs 727 token/s). The
+  // answer's throughput must agree within the 1.5%.
+  const double want = reference["best"]["GenerateSpeed"];
+  const double got = resumed["best"]["GenerateSpeed"];
+  EXPECT_NEAR(got / want, 1.0, 0.015) << Detail(resumed) << " vs " << Detail(reference);
   // No run lost or repeated: the one the kill interrupted was recorded as
   // such and run again (as attempt 2), every other (point, repeat) ran once.
   std::map<std::string, int> ok;
