@@ -21,7 +21,8 @@ crest::v1::RegisterAgentRequest Req(const std::string& name) {
 
 TEST(AgentRegistry, MissedHeartbeatsMarkLostAndAHeartbeatRevives) {
   crest::testing::FakeClock clock;
-  AgentRegistry registry(&clock, {absl::Seconds(2), 3});
+  AgentRegistry registry(
+      &clock, {.heartbeat_interval = absl::Seconds(2), .missed_heartbeats = 3, .time_scales = {}});
   int changes = 0;
   registry.SetOnChange([&] { ++changes; });
   CREST_EXPECT_OK(registry.Register(Req("a")));
@@ -49,7 +50,8 @@ TEST(AgentRegistry, UnknownHeartbeatAsksForRegistration) {
 
 TEST(AgentRegistry, StaticAgentsAreLostUntilSeen) {
   crest::testing::FakeClock clock;
-  AgentRegistry registry(&clock, {absl::Seconds(1), 3});
+  AgentRegistry registry(
+      &clock, {.heartbeat_interval = absl::Seconds(1), .missed_heartbeats = 3, .time_scales = {}});
   registry.AddStatic("s", "127.0.0.1:9");
   EXPECT_FALSE(registry.IsReady("s"));
   EXPECT_TRUE(registry.Get("s")->static_());
