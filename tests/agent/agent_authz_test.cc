@@ -14,10 +14,10 @@
 
 #include "agent/agent_server.h"
 #include "agent/testing/fake_sysfs.h"
-#include "common/file_util.h"
 #include "common/grpc_status.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/tls_callers.h"
 #include "crest/v1/agent.grpc.pb.h"
 #include "tests/agent/agent_test_util.h"
 
@@ -26,17 +26,15 @@ namespace {
 
 using crest::testing::CertFiles;
 using crest::testing::LeafOptions;
+using crest::testing::SetTestDeadline;
 using crest::testing::TestCa;
+using crest::testing::TlsCallers;
 using ::testing::HasSubstr;
 using Stub = crest::v1::NodeAgent::Stub;
 
 constexpr const char* kNodeCalls[] = {"ApplyHostTuning", "RestoreHostTuning", "StartDaemon",
                                       "StopDaemon", "RunBenchmark"};
 constexpr const char* kReadCalls[] = {"GetNodeInfo", "GetDaemonStatus"};
-
-void Deadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-}
 
 template <typename Event>
 grpc::Status Drain(grpc::ClientReader<Event>* reader) {
@@ -53,19 +51,19 @@ std::map<std::string, grpc::Status> CallEach(Stub& stub) {
   std::map<std::string, grpc::Status> out;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::NodeInfo reply;
     out["GetNodeInfo"] = stub.GetNodeInfo(&ctx, {}, &reply);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::DaemonStatus reply;
     out["GetDaemonStatus"] = stub.GetDaemonStatus(&ctx, {}, &reply);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::ApplyHostTuningRequest request;
     request.set_governor("ondemand-nonexistent");
     crest::v1::HostTuningReply reply;
@@ -73,26 +71,26 @@ std::map<std::string, grpc::Status> CallEach(Stub& stub) {
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::HostTuningReply reply;
     out["RestoreHostTuning"] = stub.RestoreHostTuning(&ctx, {}, &reply);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::StartDaemonRequest request;
     request.add_overrides()->set_key("notAScheduleKey");
     out["StartDaemon"] = Drain(stub.StartDaemon(&ctx, request).get());
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::StopDaemonReply reply;
     out["StopDaemon"] = stub.StopDaemon(&ctx, {}, &reply);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::RunBenchmarkRequest request;
     request.mutable_spec()->set_api(static_cast<crest::v1::BenchmarkApi>(99));
     out["RunBenchmark"] = Drain(stub.RunBenchmark(&ctx, request).get());
@@ -131,26 +129,15 @@ class AgentAuthzTest : public ::testing::Test {
     server_ = std::move(*server);
   }
 
-  std::shared_ptr<grpc::Channel> Channel(const CertFiles& cert) {
-    auto channel = MakeChannel(server_->bound_address(),
-                               TlsOptions{false, cert.cert, cert.key, ca_->ca_file(), ""});
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return *channel;
-  }
+  TlsCallers Callers() const { return TlsCallers(ca_.get(), server_->bound_address()); }
   std::unique_ptr<Stub> As(const CertFiles& cert) {
-    return crest::v1::NodeAgent::NewStub(Channel(cert));
+    return crest::v1::NodeAgent::NewStub(Callers().With(cert));
   }
   std::unique_ptr<Stub> As(const std::string& identity) {
-    auto cert = ca_->Issue(identity);
-    EXPECT_TRUE(cert.ok());
-    return As(*cert);
+    return crest::v1::NodeAgent::NewStub(Callers().As(identity));
   }
-  // TLS that trusts the agent's CA but presents no certificate.
   std::unique_ptr<Stub> WithoutCertificate() {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = *ReadFileToString(ca_->ca_file());
-    return crest::v1::NodeAgent::NewStub(
-        grpc::CreateChannel(server_->bound_address(), grpc::SslCredentials(ssl)));
+    return crest::v1::NodeAgent::NewStub(Callers().WithoutCertificate());
   }
 
   std::string Governor() {
@@ -228,9 +215,9 @@ TEST_F(AgentAuthzTest, HealthStaysOpenToEveryCertificateOfTheCa) {
   for (const char* identity : {"node-2", "crest-cli", "crest-controller"}) {
     auto cert = ca_->Issue(identity);
     CREST_ASSERT_OK(cert);
-    auto health = grpc::health::v1::Health::NewStub(Channel(*cert));
+    auto health = grpc::health::v1::Health::NewStub(Callers().With(*cert));
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     grpc::health::v1::HealthCheckResponse reply;
     grpc::Status status = health->Check(&ctx, {}, &reply);
     ASSERT_TRUE(status.ok()) << identity << ": " << status.error_message();
@@ -277,7 +264,7 @@ class AgentHostileInputTest : public AgentAuthzTest {
     EXPECT_LE(status.error_message().size(), kMaxStatusMessageBytes + 40) << what;
     EXPECT_EQ(Governor(), "powersave") << what;
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::DaemonStatus daemon;
     ASSERT_TRUE(stub_->GetDaemonStatus(&ctx, {}, &daemon).ok());
     EXPECT_EQ(daemon.state(), crest::v1::DAEMON_STOPPED) << what;
@@ -285,19 +272,19 @@ class AgentHostileInputTest : public AgentAuthzTest {
 
   grpc::Status Start(const crest::v1::StartDaemonRequest& request) {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     return Drain(stub_->StartDaemon(&ctx, request).get());
   }
   grpc::Status Bench(const crest::v1::BenchmarkSpec& spec) {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::RunBenchmarkRequest request;
     *request.mutable_spec() = spec;
     return Drain(stub_->RunBenchmark(&ctx, request).get());
   }
   grpc::Status Tune(const crest::v1::ApplyHostTuningRequest& request) {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::HostTuningReply reply;
     return stub_->ApplyHostTuning(&ctx, request, &reply);
   }
@@ -385,7 +372,7 @@ TEST_F(AgentHostileInputTest, StartDaemon) {
 
 TEST_F(AgentHostileInputTest, StopDaemon) {
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  SetTestDeadline(&ctx);
   crest::v1::StopDaemonRequest r;
   r.mutable_grace()->set_seconds(-1);
   crest::v1::StopDaemonReply reply;
@@ -429,7 +416,7 @@ TEST_F(AgentHostileInputTest, RequestsWithoutFieldsIgnoreUnknownOnes) {
   crest::v1::GetNodeInfoRequest info_request;
   ASSERT_TRUE(info_request.ParseFromString(junk.SerializeAsString()));
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  SetTestDeadline(&ctx);
   crest::v1::NodeInfo info;
   grpc::Status status = stub_->GetNodeInfo(&ctx, info_request, &info);
   ASSERT_TRUE(status.ok()) << status.error_message();
@@ -437,7 +424,7 @@ TEST_F(AgentHostileInputTest, RequestsWithoutFieldsIgnoreUnknownOnes) {
   crest::v1::RestoreHostTuningRequest restore;
   ASSERT_TRUE(restore.ParseFromString(junk.SerializeAsString()));
   grpc::ClientContext ctx2;
-  Deadline(&ctx2);
+  SetTestDeadline(&ctx2);
   crest::v1::HostTuningReply reply;
   EXPECT_TRUE(stub_->RestoreHostTuning(&ctx2, restore, &reply).ok());
   EXPECT_EQ(Governor(), "powersave");

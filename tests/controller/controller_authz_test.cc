@@ -12,10 +12,10 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
-#include "common/file_util.h"
 #include "common/grpc_status.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/tls_callers.h"
 #include "controller/server.h"
 #include "crest/v1/controller.grpc.pb.h"
 
@@ -24,17 +24,15 @@ namespace {
 
 using crest::testing::CertFiles;
 using crest::testing::LeafOptions;
+using crest::testing::SetTestDeadline;
 using crest::testing::TestCa;
+using crest::testing::TlsCallers;
 using ::testing::HasSubstr;
 using Stub = crest::v1::Controller::Stub;
 
 constexpr const char* kOperatorCalls[] = {"ListAgents",       "CreateCampaign", "GetCampaign",
                                           "ListCampaigns",    "WatchCampaign",  "CancelCampaign",
                                           "GetCampaignReport"};
-
-void Deadline(grpc::ClientContext* ctx) {
-  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-}
 
 crest::v1::RegisterAgentRequest Registration(const std::string& node, const std::string& address) {
   crest::v1::RegisterAgentRequest r;
@@ -45,7 +43,7 @@ crest::v1::RegisterAgentRequest Registration(const std::string& node, const std:
 
 grpc::Status Register(Stub& stub, const crest::v1::RegisterAgentRequest& r) {
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  SetTestDeadline(&ctx);
   crest::v1::RegisterAgentReply reply;
   return stub.RegisterAgent(&ctx, r, &reply);
 }
@@ -53,7 +51,7 @@ grpc::Status Register(Stub& stub, const crest::v1::RegisterAgentRequest& r) {
 grpc::Status Heartbeat(Stub& stub, const std::string& node, bool* known = nullptr,
                        int daemon_state = 0) {
   grpc::ClientContext ctx;
-  Deadline(&ctx);
+  SetTestDeadline(&ctx);
   crest::v1::HeartbeatRequest r;
   r.set_node_name(node);
   r.set_daemon_state(static_cast<crest::v1::DaemonState>(daemon_state));
@@ -70,31 +68,31 @@ std::map<std::string, grpc::Status> CallEachOperatorMethod(Stub& stub) {
   crest::v1::Campaign campaign;
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::ListAgentsReply reply;
     out["ListAgents"] = stub.ListAgents(&ctx, {}, &reply);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     out["CreateCampaign"] = stub.CreateCampaign(&ctx, {}, &campaign);
   }
   crest::v1::GetCampaignRequest get;
   get.set_id("c404");
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     out["GetCampaign"] = stub.GetCampaign(&ctx, get, &campaign);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::ListCampaignsReply reply;
     out["ListCampaigns"] = stub.ListCampaigns(&ctx, {}, &reply);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::WatchCampaignRequest watch;
     watch.set_id("c404");
     auto reader = stub.WatchCampaign(&ctx, watch);
@@ -104,14 +102,14 @@ std::map<std::string, grpc::Status> CallEachOperatorMethod(Stub& stub) {
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::CancelCampaignRequest cancel;
     cancel.set_id("c404");
     out["CancelCampaign"] = stub.CancelCampaign(&ctx, cancel, &campaign);
   }
   {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::GetCampaignReportRequest report;
     report.set_id("c404");
     crest::v1::CampaignReport reply;
@@ -143,31 +141,23 @@ class ControllerAuthzTest : public ::testing::Test {
     operator_ = As("crest-cli");
   }
 
-  std::shared_ptr<grpc::Channel> Channel(const CertFiles& cert) {
-    auto channel = MakeChannel(absl::StrCat("127.0.0.1:", server_->port()),
-                               TlsOptions{false, cert.cert, cert.key, ca_->ca_file(), ""});
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return *channel;
+  TlsCallers Callers() const {
+    return TlsCallers(ca_.get(), absl::StrCat("127.0.0.1:", server_->port()));
   }
   std::unique_ptr<Stub> As(const CertFiles& cert) {
-    return crest::v1::Controller::NewStub(Channel(cert));
+    return crest::v1::Controller::NewStub(Callers().With(cert));
   }
   std::unique_ptr<Stub> As(const std::string& identity) {
-    auto cert = ca_->Issue(identity);
-    EXPECT_TRUE(cert.ok());
-    return As(*cert);
+    return crest::v1::Controller::NewStub(Callers().As(identity));
   }
   std::unique_ptr<Stub> WithoutCertificate() {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = *ReadFileToString(ca_->ca_file());
-    return crest::v1::Controller::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", server_->port()), grpc::SslCredentials(ssl)));
+    return crest::v1::Controller::NewStub(Callers().WithoutCertificate());
   }
 
   // node -> address, as the operator sees the registry.
   std::map<std::string, std::string> Agents() {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::ListAgentsReply reply;
     grpc::Status s = operator_->ListAgents(&ctx, {}, &reply);
     EXPECT_TRUE(s.ok()) << s.error_message();
@@ -177,7 +167,7 @@ class ControllerAuthzTest : public ::testing::Test {
   }
   int Campaigns() {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::ListCampaignsReply reply;
     EXPECT_TRUE(operator_->ListCampaigns(&ctx, {}, &reply).ok());
     return reply.campaigns_size();
@@ -281,9 +271,9 @@ TEST_F(ControllerAuthzTest, HealthStaysOpenToEveryCertificateOfTheCa) {
   for (const char* identity : {"node-7", "crest-cli", "crest-controller"}) {
     auto cert = ca_->Issue(identity);
     CREST_ASSERT_OK(cert);
-    auto health = grpc::health::v1::Health::NewStub(Channel(*cert));
+    auto health = grpc::health::v1::Health::NewStub(Callers().With(*cert));
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     grpc::health::v1::HealthCheckResponse reply;
     grpc::Status status = health->Check(&ctx, {}, &reply);
     ASSERT_TRUE(status.ok()) << identity << ": " << status.error_message();
@@ -388,7 +378,7 @@ TEST_F(ControllerAuthzTest, HostileCampaignRequests) {
     crest::v1::CreateCampaignRequest request;
     make(request.mutable_spec());
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::Campaign reply;
     ExpectRefused(operator_->CreateCampaign(&ctx, request, &reply),
                   grpc::StatusCode::INVALID_ARGUMENT, field, what);
@@ -396,13 +386,13 @@ TEST_F(ControllerAuthzTest, HostileCampaignRequests) {
   // Ids that name nothing: missing, 2 MiB, made of path characters.
   for (const std::string& id : {std::string(), std::string(2 << 20, 'c'), std::string("../c1")}) {
     grpc::ClientContext ctx;
-    Deadline(&ctx);
+    SetTestDeadline(&ctx);
     crest::v1::CancelCampaignRequest cancel;
     cancel.set_id(id);
     crest::v1::Campaign reply;
     grpc::Status s = operator_->CancelCampaign(&ctx, cancel, &reply);
     grpc::ClientContext get_ctx;
-    Deadline(&get_ctx);
+    SetTestDeadline(&get_ctx);
     crest::v1::GetCampaignRequest get;
     get.set_id(id);
     grpc::Status g = operator_->GetCampaign(&get_ctx, get, &reply);
@@ -415,7 +405,7 @@ TEST_F(ControllerAuthzTest, HostileCampaignRequests) {
         << s.error_code() << " " << s.error_message().substr(0, 200);
     EXPECT_LE(s.error_message().size(), kMaxStatusMessageBytes + 40);
     grpc::ClientContext watch_ctx;
-    Deadline(&watch_ctx);
+    SetTestDeadline(&watch_ctx);
     crest::v1::WatchCampaignRequest watch;
     watch.set_id(id);
     auto reader = operator_->WatchCampaign(&watch_ctx, watch);
@@ -425,7 +415,7 @@ TEST_F(ControllerAuthzTest, HostileCampaignRequests) {
                 w.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
         << w.error_code();
     grpc::ClientContext report_ctx;
-    Deadline(&report_ctx);
+    SetTestDeadline(&report_ctx);
     crest::v1::GetCampaignReportRequest report;
     report.set_id(id);
     crest::v1::CampaignReport report_reply;
