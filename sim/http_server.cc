@@ -185,9 +185,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session<St
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  Listener(asio::io_context& io, tcp::acceptor acceptor, asio::ssl::context* tls,
-           std::shared_ptr<Handler> handler)
-      : io_(io), acceptor_(std::move(acceptor)), tls_(tls), handler_(std::move(handler)) {}
+  Listener(tcp::acceptor acceptor, asio::ssl::context* tls, std::shared_ptr<Handler> handler)
+      : acceptor_(std::move(acceptor)), tls_(tls), handler_(std::move(handler)) {}
 
   void Accept() {
     acceptor_.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket s) {
@@ -208,7 +207,6 @@ class Listener : public std::enable_shared_from_this<Listener> {
   }
 
  private:
-  asio::io_context& io_;
   tcp::acceptor acceptor_;
   asio::ssl::context* tls_;
   std::shared_ptr<Handler> handler_;
@@ -231,7 +229,7 @@ absl::StatusOr<int> Listen(asio::io_context& io, const std::string& address, int
         absl::StrCat("cannot listen on ", address, ":", port, ": ", ec.message()));
   }
   int bound = acceptor.local_endpoint().port();
-  std::make_shared<Listener>(io, std::move(acceptor), tls,
+  std::make_shared<Listener>(std::move(acceptor), tls,
                              std::make_shared<Handler>(std::move(handler)))
       ->Accept();
   return bound;

@@ -103,6 +103,21 @@ class Faults : public CampaignFixture {
     }
   }
 
+  // node-1 (LLaMa3-8B, `options`) and a controller that dials it, both up;
+  // returns node-1's host as it was before any campaign.
+  std::map<std::string, HostState> StartNodeOne(const AgentOptions& options) {
+    std::string address = StartAgentWith("node-1", "LLaMa3-8B", options);
+    std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
+    StartController(dir_.File("ctl"), "node-1=" + address);
+    WaitForAgents({"node-1"});
+    return hosts;
+  }
+  std::map<std::string, HostState> StartNodeOne(double time_scale) {
+    AgentOptions options;
+    options.time_scale = time_scale;
+    return StartNodeOne(options);
+  }
+
   void WaitForAgents(const std::vector<std::string>& names) {
     for (const std::string& n : names) {
       ASSERT_TRUE(controller_->WaitForLine(absl::StrCat("agent ", n, " at"), kStartup).ok())
@@ -138,10 +153,7 @@ TEST_F(Faults, AgentSigkillMidTrialWithoutRestart) {
 }
 
 TEST_F(Faults, AgentSigkillMidTrialWithRestart) {
-  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", 40);
-  std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  StartController(dir_.File("ctl"), "node-1=" + a1);
-  WaitForAgents({"node-1"});
+  std::map<std::string, HostState> hosts = StartNodeOne(40);
   std::string id = Submit(Spec("restart", 3, ""));
   ASSERT_TRUE(
       controller_->WaitForLine("maxBatchSize 200 (repeat 0, attempt 1) on node-1", kCampaign).ok())
@@ -167,10 +179,7 @@ TEST_F(Faults, AgentSigkillMidTrialWithRestart) {
 TEST_F(Faults, DaemonCrashesMidBenchmark) {
   AgentOptions options;
   options.sim_args = {"--fault-crash-after-tokens", "3000"};
-  std::string a1 = StartAgentWith("node-1", "LLaMa3-8B", options);
-  std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  StartController(dir_.File("ctl"), "node-1=" + a1);
-  WaitForAgents({"node-1"});
+  std::map<std::string, HostState> hosts = StartNodeOne(options);
   std::string id = Submit(Spec("crash", 2, ""));
   CommandResult watch = Watch(id);
   EXPECT_THAT(watch.output, HasSubstr("campaign c1: "));
@@ -191,10 +200,7 @@ TEST_F(Faults, DaemonCrashesMidBenchmark) {
 TEST_F(Faults, DaemonHangsPastTheTrialDeadline) {
   AgentOptions options;
   options.sim_args = {"--fault-hang-after-tokens", "3000"};
-  std::string a1 = StartAgentWith("node-1", "LLaMa3-8B", options);
-  std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  StartController(dir_.File("ctl"), "node-1=" + a1);
-  WaitForAgents({"node-1"});
+  std::map<std::string, HostState> hosts = StartNodeOne(options);
   std::string id = Submit(Spec("hang", 2, "", "limits: {benchmark_timeout: 3s, max_retries: 1}\n"));
   CommandResult watch = Watch(id);
   EXPECT_THAT(watch.output, HasSubstr("campaign c1: "));
@@ -209,10 +215,7 @@ TEST_F(Faults, DaemonHangsPastTheTrialDeadline) {
 TEST_F(Faults, OutOfMemoryAtStartForALargeMaxBatchSize) {
   AgentOptions options;
   options.sim_args = {"--fault-oom-above-batch", "250"};
-  std::string a1 = StartAgentWith("node-1", "LLaMa3-8B", options);
-  std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  StartController(dir_.File("ctl"), "node-1=" + a1);
-  WaitForAgents({"node-1"});
+  std::map<std::string, HostState> hosts = StartNodeOne(options);
   std::string id = Submit(Spec("oom", 4, ""));
   CommandResult watch = Watch(id);
   EXPECT_EQ(watch.code, 0) << watch.output;
@@ -231,10 +234,7 @@ TEST_F(Faults, AgentSigkillBetweenSpawnAndPidRecord) {
   AgentOptions options;
   options.time_scale = 40;
   options.env = {{"CREST_TESTING_HOLD_BEFORE_PID_RECORD", "1"}};
-  std::string a1 = StartAgentWith("node-1", "LLaMa3-8B", options);
-  std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  StartController(dir_.File("ctl"), "node-1=" + a1);
-  WaitForAgents({"node-1"});
+  std::map<std::string, HostState> hosts = StartNodeOne(options);
   std::string id = Submit(Spec("window", 2, ""));
   auto held = agents_["node-1"]->WaitForNumberAfter("testing: holding daemon pid ", kCampaign);
   ASSERT_TRUE(held.ok()) << held.status();
@@ -421,10 +421,7 @@ TEST_F(Faults, StateDirFullOnTheController) {
 TEST_F(Faults, StateDirFullOnTheAgent) {
   SmallDisk disk(dir_.File("node-1/state"), "4m");
   if (!disk.error().empty()) GTEST_SKIP() << disk.error();
-  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", 40);
-  std::map<std::string, HostState> hosts = {{"node-1", Host("node-1")}};
-  StartController(dir_.File("ctl"), "node-1=" + a1);
-  WaitForAgents({"node-1"});
+  std::map<std::string, HostState> hosts = StartNodeOne(40);
   ASSERT_TRUE(disk.Fill());
   std::string full = Submit(Spec("agent-full", 2, "", "limits: {max_retries: 1}\n"));
   CommandResult watch = Watch(full);
