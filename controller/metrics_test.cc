@@ -130,3 +130,14 @@ TEST(Metrics, HeartbeatAgeGrowsBetweenUpdates) {
 
 }  // namespace
 }  // namespace crest::controller
+
+TEST(Metrics, EveryLossOfAnAgentCounts) {
+  Metrics metrics;
+  metrics.RecordAgentLost("node-1");
+  metrics.RecordAgentLost("node-2");
+  metrics.RecordAgentLost("node-1");
+  std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("crest_agent_lost_total{node=\"node-1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_lost_total{node=\"node-2\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE crest_agent_lost_total counter"));
+}
