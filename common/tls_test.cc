@@ -1,11 +1,10 @@
 // Mutual TLS between a real in-process gRPC server and clients on loopback.
 #include "common/tls.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -17,7 +16,6 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-
 #include "grpc/health/v1/health.grpc.pb.h"
 
 #include "common/file_util.h"

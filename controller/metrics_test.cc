@@ -128,9 +128,6 @@ TEST(Metrics, HeartbeatAgeGrowsBetweenUpdates) {
               HasSubstr("crest_agent_heartbeat_age_seconds{node=\"node-2\"} 40\n"));
 }
 
-}  // namespace
-}  // namespace crest::controller
-
 TEST(Metrics, EveryLossOfAnAgentCounts) {
   Metrics metrics;
   metrics.RecordAgentLost("node-1");
@@ -141,3 +138,6 @@ TEST(Metrics, EveryLossOfAnAgentCounts) {
   EXPECT_THAT(text, HasSubstr("crest_agent_lost_total{node=\"node-2\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE crest_agent_lost_total counter"));
 }
+
+}  // namespace
+}  // namespace crest::controller

@@ -8,6 +8,8 @@
 // trials per minute, the controller's CPU and memory from /proc, heartbeat
 // latency and age, agents ever declared lost (crest_agent_lost_total), and
 // whether every campaign succeeded with every trial ok; exits 1 otherwise.
+#include <grpcpp/client_context.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -21,8 +23,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/client_context.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -128,10 +128,10 @@ absl::StatusOr<Curve> SimulatedCurve(const Flags& f, const Grid& g) {
     config.max_batch_size = static_cast<int>(b);
     config.max_prefill_batch_size = std::max<int>(1, static_cast<int>(b / 2));
     config.num_blocks = curve.npu_block_num - 1;  // the engine keeps one in reserve
-    curve.speed[b] = crest::sim::SimulateWorkload(
-                         config, profile.TimingAt(profile.reference_world_size), requests,
-                         static_cast<int>(std::max<int64_t>(1, b - 1)), 0, 1)
-                         .generate_speed;
+    curve.speed[b] =
+        crest::sim::SimulateWorkload(config, profile.TimingAt(profile.reference_world_size),
+                                     requests, static_cast<int>(std::max<int64_t>(1, b - 1)), 0, 1)
+            .generate_speed;
   }
   return curve;
 }
@@ -177,7 +177,7 @@ int Threads(pid_t pid) {
 // What one scrape of the controller's /metrics says.
 struct Scrape {
   bool ok = false;
-  double lost_total = 0;        // sum of crest_agent_lost_total
+  double lost_total = 0;         // sum of crest_agent_lost_total
   double max_heartbeat_age = 0;  // max of crest_agent_heartbeat_age_seconds
 };
 
@@ -243,6 +243,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   app.add_option("--controller-log-level", f.log_level, "the controller's --log-level");
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
+  spdlog::set_level(spdlog::level::warn);  // the in-process agents' registrations are noise here
   if (f.campaigns > f.agents) {
     return crest::FailWithMessage(app, "--campaigns must not exceed --agents (one group each)");
   }
@@ -309,9 +310,9 @@ int main(int argc, char** argv) {
     grpc::ClientContext ctx;
     crest::v1::ListAgentsReply agents;
     if (!operator_stub->ListAgents(&ctx, {}, &agents).ok()) continue;
-    ready = static_cast<size_t>(std::count_if(
-        agents.agents().begin(), agents.agents().end(),
-        [](const auto& a) { return a.state() == crest::v1::AGENT_READY; }));
+    ready = static_cast<size_t>(
+        std::count_if(agents.agents().begin(), agents.agents().end(),
+                      [](const auto& a) { return a.state() == crest::v1::AGENT_READY; }));
   }
   const pid_t pid = ctl.pid();
   const double rss_idle = StatusMiB(pid, "VmRSS");
@@ -388,18 +389,18 @@ int main(int argc, char** argv) {
   int64_t ok = 0;
   int64_t trials = 0;
   std::vector<std::string> problems;
-  for (size_t i = 0; i < ids.size(); ++i) {
+  for (const std::string& id : ids) {
     grpc::ClientContext ctx;
     crest::v1::GetCampaignReportRequest req;
-    req.set_id(ids[i]);
+    req.set_id(id);
     crest::v1::CampaignReport report;
     if (!operator_stub->GetCampaignReport(&ctx, req, &report).ok()) {
-      problems.push_back(absl::StrCat(ids[i], ": no report"));
+      problems.push_back(absl::StrCat(id, ": no report"));
       continue;
     }
     if (report.state() != crest::v1::CAMPAIGN_SUCCEEDED) {
-      problems.push_back(absl::StrCat(ids[i], " ended ",
-                                      crest::v1::CampaignState_Name(report.state())));
+      problems.push_back(
+          absl::StrCat(id, " ended ", crest::v1::CampaignState_Name(report.state())));
     }
     int64_t campaign_ok = 0;
     for (const auto& m : report.models()) {
@@ -411,12 +412,12 @@ int main(int argc, char** argv) {
     }
     ok += campaign_ok;
     if (campaign_ok != grid.trials()) {
-      problems.push_back(absl::StrCat(ids[i], ": ", campaign_ok, " ok trials, expected ",
-                                      grid.trials()));
+      problems.push_back(
+          absl::StrCat(id, ": ", campaign_ok, " ok trials, expected ", grid.trials()));
     }
   }
   if (trials != ok) problems.push_back(absl::StrCat(trials - ok, " trials not ok"));
-  if (!last.ok) problems.push_back("the controller's /metrics did not answer");
+  if (!last.ok) problems.emplace_back("the controller's /metrics did not answer");
   if (last.lost_total != 0) {
     problems.push_back(absl::StrCat("agents declared lost ", last.lost_total, " times"));
   }
@@ -437,34 +438,42 @@ int main(int argc, char** argv) {
   const double wall = absl::ToDoubleSeconds(t1 - t0);
   const double cpu = cpu1 - cpu0;
   std::string statuses;
-  for (const auto& [k, v] : by_status) absl::StrAppend(&statuses, statuses.empty() ? "" : ", ", k, " ", v);
-  std::printf("controller-load-bench: %d agents, %d campaigns at once (%d agents each), grid of %lld points x %u repeats = %lld trials per campaign, fake benchmark %.2f s, heartbeat interval %.1f s, %u hardware threads\n",
-              f.agents, f.campaigns, nodes, static_cast<long long>(grid.points), grid.repeats,
-              static_cast<long long>(grid.trials()), f.benchmark_s, f.heartbeat_s,
-              std::thread::hardware_concurrency());
+  for (const auto& [k, v] : by_status)
+    absl::StrAppend(&statuses, statuses.empty() ? "" : ", ", k, " ", v);
+  std::printf(
+      "controller-load-bench: %d agents, %d campaigns at once (%d agents each), grid of %lld "
+      "points x %u repeats = %lld trials per campaign, fake benchmark %.2f s, heartbeat interval "
+      "%.1f s, %u hardware threads\n",
+      f.agents, f.campaigns, nodes, static_cast<long long>(grid.points), grid.repeats,
+      static_cast<long long>(grid.trials()), f.benchmark_s, f.heartbeat_s,
+      std::thread::hardware_concurrency());
   std::printf("| figure | value |\n|---|---|\n");
-  std::printf("| campaigns | %zu submitted, %zu succeeded |\n", ids.size(),
-              static_cast<size_t>(std::count(states.begin(), states.end(),
-                                             crest::v1::CAMPAIGN_SUCCEEDED)));
-  std::printf("| trials | %lld (%s) in %.1f s |\n", static_cast<long long>(trials), statuses.c_str(), wall);
+  std::printf(
+      "| campaigns | %zu submitted, %zu succeeded |\n", ids.size(),
+      static_cast<size_t>(std::count(states.begin(), states.end(), crest::v1::CAMPAIGN_SUCCEEDED)));
+  std::printf("| trials | %lld (%s) in %.1f s |\n", static_cast<long long>(trials),
+              statuses.c_str(), wall);
   std::printf("| trials per minute | %.0f |\n", wall > 0 ? static_cast<double>(ok) * 60 / wall : 0);
   std::printf("| controller CPU (user+sys) | %.1f s, %.0f%% of one core; %.1f ms per trial |\n",
-              cpu, wall > 0 ? 100 * cpu / wall : 0, ok > 0 ? 1000 * cpu / static_cast<double>(ok) : 0);
-  std::printf("| controller memory | VmRSS %.1f MiB idle with the agents, %.1f MiB max sampled, %.1f MiB at the end; VmHWM %.1f MiB |\n",
-              rss_idle, rss_max, rss_end, hwm);
+              cpu, wall > 0 ? 100 * cpu / wall : 0,
+              ok > 0 ? 1000 * cpu / static_cast<double>(ok) : 0);
+  std::printf(
+      "| controller memory | VmRSS %.1f MiB idle with the agents, %.1f MiB max sampled, %.1f MiB "
+      "at the end; VmHWM %.1f MiB |\n",
+      rss_idle, rss_max, rss_end, hwm);
   std::printf("| controller threads | %d max sampled |\n", threads_max);
   std::printf("| this process (fake agents, watchers) CPU | %.1f s, %.0f%% of one core |\n",
               self_cpu1 - self_cpu0, wall > 0 ? 100 * (self_cpu1 - self_cpu0) / wall : 0);
-  std::printf("| heartbeats | %llu sent; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms (%zu timed) |\n",
-              static_cast<unsigned long long>(heartbeats), hb.Quantile(0.5), hb.Quantile(0.99),
-              hb.Quantile(1), hb.count());
+  std::printf(
+      "| heartbeats | %llu sent; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms (%zu timed) |\n",
+      static_cast<unsigned long long>(heartbeats), hb.Quantile(0.5), hb.Quantile(0.99),
+      hb.Quantile(1), hb.count());
   std::printf("| heartbeat age at the controller | max %.2f s sampled (lost after %.1f s) |\n",
               max_age, 3 * f.heartbeat_s);
   std::printf("| agents ever declared lost | %.0f (crest_agent_lost_total) |\n", last.lost_total);
   std::printf("| registrations | %llu (%d agents) |\n",
               static_cast<unsigned long long>(registrations), f.agents);
-  std::printf("| campaign updates watched | %llu |\n",
-              static_cast<unsigned long long>([&] {
+  std::printf("| campaign updates watched | %llu |\n", static_cast<unsigned long long>([&] {
                 uint64_t n = 0;
                 for (uint64_t u : updates) n += u;
                 return n;

@@ -122,13 +122,13 @@ grpc::ServerWriteReactor<crest::v1::BenchmarkEvent>* FakeNodeAgentService::RunBe
   reactor->Start([this, spec = request->spec()](auto* r) {
     const uint64_t total = spec.request_count();
     const absl::Time start = absl::Now();
-    for (absl::Duration elapsed;
-         (elapsed = absl::Now() - start) < options_.benchmark_time;) {
+    for (absl::Duration elapsed; (elapsed = absl::Now() - start) < options_.benchmark_time;) {
       if (!Wait(std::min(options_.progress_interval, options_.benchmark_time - elapsed),
                 r->cancelled())) {
         return grpc::Status(grpc::StatusCode::CANCELLED, "benchmark cancelled");
       }
-      const double share = std::min(1.0, absl::FDivDuration(absl::Now() - start, options_.benchmark_time));
+      const double share =
+          std::min(1.0, absl::FDivDuration(absl::Now() - start, options_.benchmark_time));
       crest::v1::BenchmarkEvent e;
       auto* p = e.mutable_progress();
       p->set_requests_total(total);

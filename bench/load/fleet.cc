@@ -25,7 +25,8 @@ class HeartbeatTimer final : public exp::Interceptor {
  public:
   explicit HeartbeatTimer(LatencyLog* log) : log_(log) {}
   void Intercept(exp::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(exp::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+    if (methods->QueryInterceptionHookPoint(
+            exp::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       start_ = absl::Now();
     }
     if (methods->QueryInterceptionHookPoint(exp::InterceptionHookPoints::POST_RECV_STATUS)) {
@@ -93,8 +94,8 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Start(const FleetOptions& options)
     node.fake = std::make_shared<controller::testing::FakeAgent>(name);
     node.fake->SetBlockNum(options.npu_block_num);
     node.fake->SetCurve(options.curve);
-    node.service = std::make_unique<FakeNodeAgentService>(node.fake, fleet->authz_.get(),
-                                                          options.node);
+    node.service =
+        std::make_unique<FakeNodeAgentService>(node.fake, fleet->authz_.get(), options.node);
     CREST_ASSIGN_OR_RETURN(auto credentials, MakeServerCredentials(tls));
     grpc::ServerBuilder builder;
     int port = 0;
@@ -106,8 +107,7 @@ absl::StatusOr<std::unique_ptr<Fleet>> Fleet::Start(const FleetOptions& options)
     }
     ClientInterceptors timers;
     timers.push_back(std::make_unique<HeartbeatTimerFactory>(&fleet->heartbeat_latency_));
-    CREST_ASSIGN_OR_RETURN(auto channel,
-                           MakeChannel(options.controller, tls, std::move(timers)));
+    CREST_ASSIGN_OR_RETURN(auto channel, MakeChannel(options.controller, tls, std::move(timers)));
     agent::RegistrarOptions registration;
     registration.node_name = name;
     registration.advertise_address = absl::StrCat("127.0.0.1:", port);

@@ -5,12 +5,12 @@
 // on a channel whose Heartbeat calls are timed.
 #pragma once
 
+#include <grpcpp/server.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
