@@ -86,7 +86,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,
-                                                           const TlsOptions& options) {
+                                                           const TlsOptions& options,
+                                                           ClientInterceptors interceptors) {
   if (address.empty()) return absl::InvalidArgumentError("empty address (expected host:port)");
   CREST_ASSIGN_OR_RETURN(auto credentials, MakeChannelCredentials(options));
   grpc::ChannelArguments args;
@@ -96,11 +97,17 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& ad
   // Reconnect quickly after a peer restarts (the default backoff reaches minutes).
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  // Despite its name gRPC reads this as the time one connection attempt (TCP,
+  // TLS handshake, HTTP/2 settings) may take, not as a back-off. At 200 ms an
+  // attempt to a busy host or over a long round trip timed out every time and
+  // the controller counted the agent lost (controller-load-bench found it).
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10000);
   if (!options.server_name_override.empty()) {
     args.SetSslTargetNameOverride(options.server_name_override);
   }
-  return grpc::CreateCustomChannel(address, credentials, args);
+  if (interceptors.empty()) return grpc::CreateCustomChannel(address, credentials, args);
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                 std::move(interceptors));
 }
 
 bool IsLoopbackAddress(const std::string& address) {

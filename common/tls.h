@@ -4,9 +4,11 @@
 
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/client_interceptor.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -42,10 +44,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const TlsOptions& options);
 
+using ClientInterceptors =
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>;
+
 // A channel to `address` with Crest's channel arguments (keepalive, retries of
-// UNAVAILABLE for idempotent calls, TLS target-name override).
+// UNAVAILABLE for idempotent calls, TLS target-name override), and
+// `interceptors` on every call when given (benchmarks time calls with them).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,
-                                                           const TlsOptions& options);
+                                                           const TlsOptions& options,
+                                                           ClientInterceptors interceptors = {});
 
 // True for addresses on the loopback interface ("127.x", "[::1]", "localhost").
 bool IsLoopbackAddress(const std::string& address);

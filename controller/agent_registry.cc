@@ -120,8 +120,17 @@ AgentRegistry::AgentRegistry(const Clock* clock, RegistryOptions options, StateS
 
 void AgentRegistry::SetOnChange(std::function<void()> cb) { on_change_ = std::move(cb); }
 
+void AgentRegistry::SetOnLost(std::function<void(const std::string&)> cb) {
+  on_lost_ = std::move(cb);
+}
+
 void AgentRegistry::Changed() {
   if (on_change_) on_change_();
+}
+
+void AgentRegistry::Lost(const std::vector<std::string>& names) {
+  if (!on_lost_) return;
+  for (const std::string& name : names) on_lost_(name);
 }
 
 bool AgentRegistry::Touch(Entry* e) const {
@@ -236,6 +245,7 @@ void AgentRegistry::MarkLost(const std::string& name, const std::string& why) {
     it->second.last_seen = std::min(it->second.last_seen, clock_->Now());
     spdlog::warn("agent {} is lost: {}", name, why);
   }
+  Lost({name});
   Changed();
 }
 
@@ -257,7 +267,10 @@ std::vector<std::string> AgentRegistry::CheckLiveness() {
       }
     }
   }
-  if (!lost.empty()) Changed();
+  if (!lost.empty()) {
+    Lost(lost);
+    Changed();
+  }
   return lost;
 }
 

@@ -79,6 +79,10 @@ class AgentRegistry {
 
   // Called (without the registry's lock) after any change.
   void SetOnChange(std::function<void()> cb);
+  // Called (without the registry's lock) once per ready -> lost transition,
+  // with the node's name: every agent ever declared lost is counted
+  // (crest_agent_lost_total), even one heard from again a moment later.
+  void SetOnLost(std::function<void(const std::string&)> cb);
   const RegistryOptions& options() const { return options_; }
 
  private:
@@ -87,6 +91,7 @@ class AgentRegistry {
     absl::Time last_seen;
   };
   void Changed();
+  void Lost(const std::vector<std::string>& names);
   // Marks `e` heard from now; true when that made it ready.
   bool Touch(Entry* e) const;
 
@@ -100,6 +105,7 @@ class AgentRegistry {
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> agents_ ABSL_GUARDED_BY(mu_);
   std::function<void()> on_change_;
+  std::function<void(const std::string&)> on_lost_;
 };
 
 }  // namespace crest::controller

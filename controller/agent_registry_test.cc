@@ -41,6 +41,32 @@ TEST(AgentRegistry, MissedHeartbeatsMarkLostAndAHeartbeatRevives) {
   EXPECT_GE(changes, 3);
 }
 
+TEST(AgentRegistry, EveryLossIsReportedOnceEvenWhenHealedAtOnce) {
+  crest::testing::FakeClock clock;
+  AgentRegistry registry(
+      &clock, {.heartbeat_interval = absl::Seconds(2), .missed_heartbeats = 3, .time_scales = {}});
+  std::vector<std::string> lost;
+  registry.SetOnLost([&](const std::string& node) { lost.push_back(node); });
+  CREST_EXPECT_OK(registry.Register(Req("a")));
+  CREST_EXPECT_OK(registry.Register(Req("b")));
+  clock.Advance(absl::Seconds(5));
+  registry.CheckLiveness();
+  EXPECT_TRUE(lost.empty());  // 5 s < 3 x 2 s
+  EXPECT_TRUE(registry.Heartbeat("a"));
+  clock.Advance(absl::Seconds(2));
+  registry.CheckLiveness();  // b silent for 7 s
+  EXPECT_THAT(lost, ::testing::ElementsAre("b"));
+  // Heard from at once: the loss was real all the same and stays counted.
+  EXPECT_TRUE(registry.Heartbeat("b"));
+  registry.MarkLost("a", "unreachable");
+  registry.MarkLost("a", "unreachable again");  // already lost: not a new loss
+  registry.CheckLiveness();
+  EXPECT_THAT(lost, ::testing::ElementsAre("b", "a"));
+  EXPECT_TRUE(registry.Heartbeat("a"));
+  registry.MarkLost("a", "unreachable once more");
+  EXPECT_THAT(lost, ::testing::ElementsAre("b", "a", "a"));
+}
+
 TEST(AgentRegistry, UnknownHeartbeatAsksForRegistration) {
   crest::testing::FakeClock clock;
   AgentRegistry registry(&clock, {});

@@ -108,7 +108,11 @@ Metrics::Metrics(const Clock* clock)
                                 "1 for the campaign's current state, 0 for the others")),
       agents_(MakeGauge(*registry_, "crest_agents", "Known agents by state")),
       agent_up_(MakeGauge(*registry_, "crest_agent_up",
-                          "1 while the agent is ready (heartbeating), 0 once it is lost")) {}
+                          "1 while the agent is ready (heartbeating), 0 once it is lost")),
+      agent_lost_(prometheus::BuildCounter()
+                      .Name("crest_agent_lost_total")
+                      .Help("Times the agent was declared lost (missed heartbeats or unreachable)")
+                      .Register(*registry_)) {}
 
 Metrics::~Metrics() = default;
 
@@ -207,6 +211,11 @@ void Metrics::SetAgentCounts(const std::vector<crest::v1::AgentInfo>& agents) {
   for (const auto& a : agents) {
     agent_up_.Add({{"node", a.node_name()}}).Set(a.state() == crest::v1::AGENT_READY ? 1 : 0);
   }
+}
+
+void Metrics::RecordAgentLost(const std::string& node) {
+  absl::MutexLock lock(&mu_);
+  agent_lost_.Add({{"node", node}}).Increment();
 }
 
 std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::collectables() const {

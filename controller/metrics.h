@@ -1,9 +1,10 @@
 // The controller's Prometheus metrics (prometheus-cpp): per ok trial the
 // throughput curve (x = max_batch_size label, y = value) and its latencies,
 // best so far per campaign and model, trials by status, trial durations,
-// campaign states and agents with the age of their last heartbeat. Every
-// label set is bounded by campaigns x models x nodes x points; no request
-// ids or timestamps as labels. Names and units: docs/observability.md.
+// campaign states, agents with the age of their last heartbeat and how often
+// each was declared lost. Every label set is bounded by campaigns x models x
+// nodes x points; no request ids or timestamps as labels. Names and units:
+// docs/observability.md.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -42,6 +43,8 @@ class Metrics {
   void SetCampaigns(const std::vector<crest::v1::Campaign>& campaigns);
   // Agents ready and lost among `agents`, each one's state and last heartbeat.
   void SetAgentCounts(const std::vector<crest::v1::AgentInfo>& agents);
+  // `node` was declared lost (AgentRegistry::SetOnLost).
+  void RecordAgentLost(const std::string& node);
 
   // Text exposition of everything (tests).
   std::string Serialize() const;
@@ -76,6 +79,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& campaign_state_;
   prometheus::Family<prometheus::Gauge>& agents_;
   prometheus::Family<prometheus::Gauge>& agent_up_;
+  prometheus::Family<prometheus::Counter>& agent_lost_;
   absl::Mutex mu_;
   std::map<std::pair<std::string, std::string>, ModelTrials> trials_by_model_ ABSL_GUARDED_BY(mu_);
   // Last trial end per campaign (unix seconds).

@@ -128,5 +128,16 @@ TEST(Metrics, HeartbeatAgeGrowsBetweenUpdates) {
               HasSubstr("crest_agent_heartbeat_age_seconds{node=\"node-2\"} 40\n"));
 }
 
+TEST(Metrics, EveryLossOfAnAgentCounts) {
+  Metrics metrics;
+  metrics.RecordAgentLost("node-1");
+  metrics.RecordAgentLost("node-2");
+  metrics.RecordAgentLost("node-1");
+  std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("crest_agent_lost_total{node=\"node-1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_lost_total{node=\"node-2\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE crest_agent_lost_total counter"));
+}
+
 }  // namespace
 }  // namespace crest::controller

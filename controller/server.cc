@@ -71,6 +71,8 @@ absl::StatusOr<std::unique_ptr<ControllerServer>> ControllerServer::Start(
                                         &s->clock_, s->metrics_.get(), options.manager);
   CampaignManager* manager = s->manager_.get();
   s->registry_->SetOnChange([manager] { manager->Poke(); });
+  Metrics* metrics = s->metrics_.get();
+  s->registry_->SetOnLost([metrics](const std::string& node) { metrics->RecordAgentLost(node); });
   AuthzOptions authz = options.authz;
   authz.enforce = !options.tls.insecure;
   if (authz.enforce) {
