@@ -301,8 +301,9 @@ std::optional<int64_t> RunnerUp(const SearchSpace& space, const Outcomes& finish
   return rival;
 }
 
-// The points measured once whose mean the noise band cannot tell from
-// `answer`'s, the highest mean first.
+// The points measured once (trusted, below the cap) whose mean the noise
+// band cannot tell from `answer`'s, or with `any` every such point, the
+// highest mean first.
 std::vector<int64_t> Rivals(const SearchSpace& space, const Outcomes& finished, int64_t answer,
                             bool any) {
   const double noise = DecisionNoise(space, finished);
@@ -559,21 +560,25 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
     return d;
   }
   auto want = [&](int64_t point) {
+    if (std::find(d.wanted.begin(), d.wanted.end(), point) != d.wanted.end()) return;
     d.wanted.push_back(point);
     d.runs[point] = static_cast<uint32_t>(kMaxDecidingRuns);
   };
   // With several nodes a confirming round has been spent once the repeats
-  // fill a round: the answer stands then, even when those repeats moved it to
-  // a point measured once (the band could not tell them apart).
+  // (of the rounds' free nodes too) fill a round: the answer stands then,
+  // even when those repeats moved it to a point measured once, which they
+  // could not tell from the repeated ones beyond the band. Another
+  // confirming round would cost a round and decide nothing the band sees.
   size_t repeats = 0;
   for (const auto& [point, o] : finished) repeats += o.runs > 1 ? o.runs - 1 : 0;
   const bool confirmed = k > 1 && repeats >= k;
   if (best->runs < kMaxDecidingRuns && !confirmed) {
     want(best->point);
-    // Free nodes of the confirming round repeat the candidates the band
-    // cannot tell from the answer: when the repeats move the answer to one
-    // of them, it is confirmed already, and the search ends without another
-    // round. One node keeps its runs for the answer.
+    // Free nodes of the confirming round repeat the answer's rivals, the
+    // highest means measured once (a free node costs no round, so any of
+    // them): when the repeats move the answer to one of them, it is
+    // confirmed already, and the search ends without another round. One
+    // node keeps its runs for the answer.
     for (int64_t p : Rivals(space, finished, best->point, k > 1)) {
       if (d.wanted.size() >= k) break;
       want(p);
