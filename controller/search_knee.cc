@@ -321,6 +321,7 @@ std::vector<int64_t> Rivals(const SearchSpace& space, const Outcomes& finished, 
   }
   std::sort(rivals.begin(), rivals.end());
   std::vector<int64_t> out;
+  out.reserve(rivals.size());
   for (const auto& [neg, point] : rivals) out.push_back(point);
   return out;
 }
