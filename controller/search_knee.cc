@@ -18,7 +18,9 @@ namespace {
 
 // Spacing of the first points around the predicted knee, relative.
 constexpr double kSpread = 0.04;
-// Sequences per preemption, at most, at the largest point the cost fit uses.
+// Sequences per preemption, at most, at the largest point before the cost
+// fit may end the scan past the knee: with fewer preemptions their cost is
+// lost in the noise of one run.
 constexpr int64_t kPreemptionsSeen = 4;
 // Runs after which the cost model's probes stop (the answer's confirmation
 // follows) on one node, the budget being 10; two more per extra node,
@@ -134,8 +136,8 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
     }
     int64_t far = r.past;
     for (const auto& [point, side] : r.side) far = std::max(far, point);
-    const double step =
-        std::max(kSpread * static_cast<double>(r.past), static_cast<double>(far - r.past));
+    const double step = std::max(kSpread * static_cast<double>(r.past),
+                                 static_cast<double>(far - r.past) / static_cast<double>(k));
     for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(r.past) - step * i);
   } else if (r.past == std::numeric_limits<int64_t>::max() || *r.below >= hi) {
     if (*r.below >= hi) {
@@ -148,8 +150,11 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
     // Below the knee everywhere measured: step up, doubling.
     int64_t near = *r.below;
     for (const auto& [point, side] : r.side) near = std::min(near, point);
-    const double step =
-        std::max(kSpread * static_cast<double>(*r.below), static_cast<double>(*r.below - near));
+    // k points share the doubling: the round reaches as far as one point
+    // would on one node, but k-sections it, so the next round's bracket is
+    // k times narrower (at most kSpread wide).
+    const double step = std::max(kSpread * static_cast<double>(*r.below),
+                                 static_cast<double>(*r.below - near) / static_cast<double>(k));
     for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(*r.below) + step * i);
   } else {
     const int64_t gap = r.past - *r.below;
@@ -296,6 +301,31 @@ std::optional<int64_t> RunnerUp(const SearchSpace& space, const Outcomes& finish
   return rival;
 }
 
+// The points measured once (trusted, below the cap) whose mean the noise
+// band cannot tell from `answer`'s, or with `any` every such point, the
+// highest mean first.
+std::vector<int64_t> Rivals(const SearchSpace& space, const Outcomes& finished, int64_t answer,
+                            bool any) {
+  const double noise = DecisionNoise(space, finished);
+  const PointOutcome& a = finished.at(answer);
+  const int64_t cap = Cap(finished);
+  std::vector<std::pair<double, int64_t>> rivals;
+  for (const auto& [point, o] : finished) {
+    if (point == answer || point >= cap || o.kind != PointOutcome::Kind::kOk || o.untrusted ||
+        o.samples.empty() || o.samples.size() >= kMaxDecidingRuns) {
+      continue;
+    }
+    if (any || o.objective >= a.objective * (1 - NoiseBand(noise, Runs(o), Runs(a)))) {
+      rivals.emplace_back(-o.objective, point);
+    }
+  }
+  std::sort(rivals.begin(), rivals.end());
+  std::vector<int64_t> out;
+  out.reserve(rivals.size());
+  for (const auto& [neg, point] : rivals) out.push_back(point);
+  return out;
+}
+
 // Measurements overrule the model and the knee rule: the point whose mean
 // beats `chosen`'s by more than the noise band, the best such, is the
 // answer. The model cannot see everything a run measures (a benchmark of
@@ -401,57 +431,79 @@ std::optional<CostModel> FitCost(const Outcomes& finished, const Reading& r) {
   return m;
 }
 
-// The model's best maxBatchSize between the knee and the largest measured
-// point, when it is not measured yet (nor within the resolution of a
-// measured point).
-std::optional<int64_t> ModelProbe(const SearchSpace& space, const Outcomes& finished,
-                                  const Reading& r) {
-  // The fit must see what a preemption costs: a few preemptions are lost in
-  // the throughput noise (LLaMa2-13B's plateau past its knee: 3 at 95, the
-  // peak at 109 with 124). While the largest point measured preempts less
-  // than once per kPreemptionsSeen sequences and has not fallen beyond the
-  // band below the best mean, step up kSpread.
-  double best_mean = 0;
-  for (const auto& [point, o] : Trusted(finished, r)) best_mean = std::max(best_mean, o->objective);
-  const double noise = DecisionNoise(space, finished);
-  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
-    const auto& [last, o] = *it;
-    if (o.kind != PointOutcome::Kind::kOk || !o.preemptions) continue;
-    if (*o.preemptions * kPreemptionsSeen >= last ||
-        o.objective < best_mean * (1 - NoiseBand(noise, Runs(o), 1))) {
-      break;
+// The mean of the best trusted ok point below the cap, whatever its side of
+// the knee: what a fall is judged against.
+double BestMean(const Outcomes& finished) {
+  const int64_t cap = Cap(finished);
+  double best = 0;
+  for (const auto& [point, o] : finished) {
+    if (o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap) {
+      best = std::max(best, o.objective);
     }
-    const int64_t up =
-        std::min(std::min(space.hi, Cap(finished) - 1),
-                 last + std::max<int64_t>(1, std::llround(kSpread * static_cast<double>(last))));
-    if (up > last && finished.count(up) == 0) return up;
-    break;
   }
+  return best;
+}
+
+// Up to `n` points above `last`, kSpread apart, below the cap and the range's
+// end, not measured yet.
+std::vector<int64_t> StepsUp(const SearchSpace& space, const Outcomes& finished, int64_t last,
+                             size_t n) {
+  const int64_t top = std::min(space.hi, Cap(finished) - 1);
+  const int64_t d = std::max<int64_t>(1, std::llround(kSpread * static_cast<double>(last)));
+  std::vector<int64_t> out;
+  for (int64_t p = last + d; p <= top && out.size() < n; p += d) {
+    if (finished.count(p) == 0) out.push_back(p);
+  }
+  return out;
+}
+
+// Past the knee: the points that show the cost model where throughput ends,
+// then the model's optimum. `n` points at most.
+std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finished,
+                                 const Reading& r, size_t n) {
+  // The fit must see the fall itself, not only its start: a few preemptions
+  // are lost in the throughput noise, and with a small cache per sequence
+  // (LLaMa2-13B, MaxOutputLen 256: knee at 95, peak at 109 with 1.1
+  // preemptions per sequence, 2.5% above the knee) throughput stays on a
+  // plateau long past the knee. So while the largest point measured has not
+  // fallen beyond the noise band below the best mean, step up by kSpread
+  // (n points at once with n free nodes: one round scans the plateau). The
+  // preemption count alone cannot end the scan: how much a preemption costs
+  // is what the fit is to find out.
+  // The scan also ends once the fit places its optimum below the largest
+  // point: it has seen throughput turn, which one run's noise cannot show
+  // beyond the band (4.5% lower at 112 on that plateau, inside 5.7%).
   auto m = FitCost(finished, r);
-  if (!m || m->g <= 0) return std::nullopt;
   std::optional<int64_t> best;
   double best_speed = 0;
-  for (int64_t b = *r.below; b <= m->preemptions.rbegin()->first; ++b) {
+  for (int64_t b = m ? *r.below : 0; m && b <= m->preemptions.rbegin()->first; ++b) {
     auto v = m->Speed(b);
     if (v && *v > best_speed) {
       best_speed = *v;
       best = b;
     }
   }
-  if (!best) return std::nullopt;
-  const int64_t last = m->preemptions.rbegin()->first;
-  if (*best == last) {
-    // Still rising at the largest point measured: look further up.
-    const int64_t up =
-        std::min(std::min(space.hi, Cap(finished) - 1),
-                 last + std::max<int64_t>(1, std::llround(kSpread * static_cast<double>(last))));
-    return up > last && finished.count(up) == 0 ? std::optional<int64_t>(up) : std::nullopt;
+  const bool turned = m && m->g > 0 && best && *best < m->preemptions.rbegin()->first;
+  const double best_mean = BestMean(finished);
+  const double noise = DecisionNoise(space, finished);
+  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+    const auto& [last, o] = *it;
+    if (o.kind != PointOutcome::Kind::kOk || !o.preemptions || last >= Cap(finished)) continue;
+    const bool fallen = !o.untrusted && !o.samples.empty() &&
+                        o.objective < best_mean * (1 - NoiseBand(noise, Runs(o), 1));
+    if (fallen || (turned && *o.preemptions * kPreemptionsSeen >= last)) break;
+    if (auto up = StepsUp(space, finished, last, n); !up.empty()) return up;
+    break;
   }
+  if (!m || m->g <= 0 || !best) return {};
+  const int64_t last = m->preemptions.rbegin()->first;
+  // Still rising at the largest point measured: look further up.
+  if (*best == last) return StepsUp(space, finished, last, n);
   const int64_t res = Resolution(space, *best);
   for (const auto& [point, o] : finished) {
-    if (std::abs(point - *best) <= res) return std::nullopt;
+    if (std::abs(point - *best) <= res) return {};
   }
-  return best;
+  return {*best};
 }
 
 }  // namespace
@@ -475,7 +527,9 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   // Past the knee, the model's refinements stop at a budget of runs: on a
   // plateau its optimum wanders inside the noise and each probe gains little.
   if (probes.empty() && by_knee && RunsMeasured(finished) < kRefineBudget + 2 * (k - 1)) {
-    if (std::optional<int64_t> p = ModelProbe(space, finished, r)) probes = {*p};
+    // The scan takes every free node (one round covers the plateau); a
+    // node its probes leave free confirms the best so far (below).
+    probes = ModelProbes(space, finished, r, k);
     // Preemptions that cost nothing measurable: throughput decides, as
     // without the signal.
     if (auto m = FitCost(finished, r); probes.empty() && m && m->g <= 0) {
@@ -507,10 +561,30 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
     return d;
   }
   auto want = [&](int64_t point) {
+    if (std::find(d.wanted.begin(), d.wanted.end(), point) != d.wanted.end()) return;
     d.wanted.push_back(point);
     d.runs[point] = static_cast<uint32_t>(kMaxDecidingRuns);
   };
-  if (best->runs < kMaxDecidingRuns) want(best->point);
+  // With several nodes a confirming round has been spent once the repeats
+  // (of the rounds' free nodes too) fill a round: the answer stands then,
+  // even when those repeats moved it to a point measured once, which they
+  // could not tell from the repeated ones beyond the band. Another
+  // confirming round would cost a round and decide nothing the band sees.
+  size_t repeats = 0;
+  for (const auto& [point, o] : finished) repeats += o.runs > 1 ? o.runs - 1 : 0;
+  const bool confirmed = k > 1 && repeats >= k;
+  if (best->runs < kMaxDecidingRuns && !confirmed) {
+    want(best->point);
+    // Free nodes of the confirming round repeat the answer's rivals, the
+    // highest means measured once (a free node costs no round, so any of
+    // them): when the repeats move the answer to one of them, it is
+    // confirmed already, and the search ends without another round. One
+    // node keeps its runs for the answer.
+    for (int64_t p : Rivals(space, finished, best->point, k > 1)) {
+      if (d.wanted.size() >= k) break;
+      want(p);
+    }
+  }
   if (!r.signal) {
     std::optional<int64_t> rival = RunnerUp(space, finished, r, best->point);
     if (rival && finished.at(*rival).samples.size() < kMaxDecidingRuns) want(*rival);

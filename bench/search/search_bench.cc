@@ -146,6 +146,7 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
     }
     if (round.empty()) break;
     ++play.rounds;
+    if (nodes > 1) play.trace += " |";
     for (int64_t p : round) {
       size_t repeat = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
       PointOutcome m = bench.Measure(p, seed, repeat, signal);
@@ -178,7 +179,7 @@ double Quantile(std::vector<double> v, double q) {
 }
 
 struct Row {
-  std::vector<double> runs1, rounds1, rounds2, rounds4, share1, share4;
+  std::vector<double> runs1, rounds1, rounds2, rounds4, share1, share2, share4;
 };
 
 }  // namespace
@@ -198,6 +199,9 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", verbose, "one line per case");
   bool trace = false;
   app.add_flag("--trace", trace, "print every run of each seed (1 node) and the point found");
+  size_t trace_nodes = 1;
+  app.add_option("--trace-nodes", trace_nodes,
+                 "nodes of the runs --trace prints (1, 2 or 4; '|' starts a round)");
   bool curves = false;
   app.add_flag("--curves", curves, "print each case's noise-free curve around its peak");
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
@@ -313,20 +317,23 @@ int main(int argc, char** argv) {
           Play p2 = PlayOut(*strategies[k].impl, space, bench, u, 2, strategies[k].signal);
           Play p4 = PlayOut(*strategies[k].impl, space, bench, u, 4, strategies[k].signal);
           double share1 = p1.found > 0 ? bench.Truth(p1.found) / peak : 0;
+          double share2 = p2.found > 0 ? bench.Truth(p2.found) / peak : 0;
           double share4 = p4.found > 0 ? bench.Truth(p4.found) / peak : 0;
-          worst = std::min(worst, share1);
+          worst = std::min({worst, share1, share2, share4});
           if (trace) {
+            const Play& shown = trace_nodes >= 4 ? p4 : trace_nodes == 2 ? p2 : p1;
             std::lock_guard<std::mutex> lock(mu);
             std::printf("%s mem %.0f out %d %s seed %d:%s -> %lld (%.2f%%)\n",
                         c.profile.name.c_str(), c.npu_mem, c.max_output,
-                        strategies[k].label.c_str(), seed, p1.trace.c_str(),
-                        static_cast<long long>(p1.found), 100 * share1);
+                        strategies[k].label.c_str(), seed, shown.trace.c_str(),
+                        static_cast<long long>(shown.found), 100 * bench.Truth(shown.found) / peak);
           }
           local[k].runs1.push_back(static_cast<double>(p1.runs));
           local[k].rounds1.push_back(static_cast<double>(p1.rounds));
           local[k].rounds2.push_back(static_cast<double>(p2.rounds));
           local[k].rounds4.push_back(static_cast<double>(p4.rounds));
           local[k].share1.push_back(share1);
+          local[k].share2.push_back(share2);
           local[k].share4.push_back(share4);
         }
         char buf[96];
@@ -353,6 +360,7 @@ int main(int argc, char** argv) {
         append(rows[k].rounds2, local[k].rounds2);
         append(rows[k].rounds4, local[k].rounds4);
         append(rows[k].share1, local[k].share1);
+        append(rows[k].share2, local[k].share2);
         append(rows[k].share4, local[k].share4);
       }
     }
@@ -362,21 +370,45 @@ int main(int argc, char** argv) {
   for (auto& t : pool) t.join();
   std::printf(
       "%zu cases x %d seeds; runs and rounds: median / max; share of the true peak "
-      "(1 node, 4 nodes): median / worst\n",
+      "(1, 2, 4 nodes): median / worst\n",
       cases.size(), seeds);
   std::printf(
       "| strategy | runs, 1 node | rounds, 1 node | rounds, 2 nodes | rounds, 4 nodes | "
-      "found/peak, 1 node | found/peak, 4 nodes |\n|---|---|---|---|---|---|---|\n");
+      "found/peak, 1 node | found/peak, 2 nodes | found/peak, 4 nodes |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   for (size_t k = 0; k < strategies.size(); ++k) {
     const Row& r = rows[k];
     std::printf(
         "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f%% / %.2f%% | "
-        "%.2f%% / %.2f%% |\n",
+        "%.2f%% / %.2f%% | %.2f%% / %.2f%% |\n",
         strategies[k].label.c_str(), Quantile(r.runs1, 0.5), Quantile(r.runs1, 1),
         Quantile(r.rounds1, 0.5), Quantile(r.rounds1, 1), Quantile(r.rounds2, 0.5),
         Quantile(r.rounds2, 1), Quantile(r.rounds4, 0.5), Quantile(r.rounds4, 1),
-        100 * Quantile(r.share1, 0.5), 100 * Quantile(r.share1, 0), 100 * Quantile(r.share4, 0.5),
-        100 * Quantile(r.share4, 0));
+        100 * Quantile(r.share1, 0.5), 100 * Quantile(r.share1, 0), 100 * Quantile(r.share2, 0.5),
+        100 * Quantile(r.share2, 0), 100 * Quantile(r.share4, 0.5), 100 * Quantile(r.share4, 0));
   }
+  // The targets for the default strategy (the first row), all at once.
+  const Row& d = rows[0];
+  struct Target {
+    std::string what;
+    bool met;
+  };
+  const std::vector<Target> targets = {
+      {"median found/peak >= 99.5% (1, 2, 4 nodes)",
+       std::min({Quantile(d.share1, 0.5), Quantile(d.share2, 0.5), Quantile(d.share4, 0.5)}) >=
+           0.995},
+      {"worst found/peak >= 98.5% (1, 2, 4 nodes)",
+       std::min({Quantile(d.share1, 0), Quantile(d.share2, 0), Quantile(d.share4, 0)}) >= 0.985},
+      {"runs on 1 node <= 10, median <= 8",
+       Quantile(d.runs1, 1) <= 10 && Quantile(d.runs1, 0.5) <= 8},
+      {"rounds with 4 nodes <= 4 (max)", Quantile(d.rounds4, 1) <= 4},
+  };
+  bool all = true;
+  for (const auto& t : targets) {
+    std::printf("target for %s: %s: %s\n", strategies[0].label.c_str(), t.what.c_str(),
+                t.met ? "met" : "NOT MET");
+    all &= t.met;
+  }
+  std::printf("targets: %s\n", all ? "all met" : "NOT all met");
   return 0;
 }
