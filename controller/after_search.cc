@@ -236,8 +236,8 @@ crest::v1::RateSearchReport EvaluateRateSearch(const crest::v1::CampaignSpec& sp
     if (ended == nullptr) {
       if (running) return r;
       if (attempts >= max_attempts) {
-        finish(absl::StrFormat("the run at %.4g requests/s was interrupted %d times", rate,
-                               attempts));
+        finish(
+            absl::StrFormat("the run at %.4g requests/s was interrupted %d times", rate, attempts));
         return r;
       }
       if (next != nullptr) {

@@ -43,9 +43,7 @@ Trial Search(int64_t point, double speed, uint32_t repeat = 0) {
 }
 
 // The ladder 100 / 200 / 300 with its best at 200 (2000 tok/s).
-std::vector<Trial> Ladder() {
-  return {Search(100, 1500), Search(200, 2000), Search(300, 1500)};
-}
+std::vector<Trial> Ladder() { return {Search(100, 1500), Search(200, 2000), Search(300, 1500)}; }
 
 Trial Calibrated(double speed, uint32_t repeat = 0,
                  crest::v1::TrialStatus status = crest::v1::TRIAL_OK) {
@@ -138,10 +136,11 @@ TEST(EvaluateCalibration, DroppedBeyondTheBandOrWhenTheRunFailed) {
 }
 
 TEST(EvaluateCalibration, RepeatsAreAveragedAndAnInterruptedRunIsPending) {
-  auto spec = SpecOf("search: {strategy: practice, range: [100, 300], initial: 100, repeats: 2}\n"
-                     "calibrate: true\n");
-  std::vector<Trial> trials = {Search(100, 1500), Search(100, 1500, 1), Search(200, 2000),
-                               Search(200, 2000, 1), Search(300, 1500), Search(300, 1500, 1)};
+  auto spec = SpecOf(
+      "search: {strategy: practice, range: [100, 300], initial: 100, repeats: 2}\n"
+      "calibrate: true\n");
+  std::vector<Trial> trials = {Search(100, 1500),    Search(100, 1500, 1), Search(200, 2000),
+                               Search(200, 2000, 1), Search(300, 1500),    Search(300, 1500, 1)};
   ChosenPoint c = Chosen(spec, trials);
   trials.push_back(Calibrated(2100));
   trials.push_back(Calibrated(0, 1, crest::v1::TRIAL_INTERRUPTED));

@@ -551,8 +551,7 @@ void CampaignManager::RecordEnded(JobTable::Job* job, Trial trial) {
   }
   run.progress.erase(trial.id());
   spdlog::info("campaign {} model {}: trial {} maxBatchSize {}{} on {}: {}{}{}",
-               trial.campaign_id(), trial.model(), trial.id(),
-               trial.parameters().max_batch_size(),
+               trial.campaign_id(), trial.model(), trial.id(), trial.parameters().max_batch_size(),
                trial.rate_search()
                    ? absl::StrCat(" at ", trial.parameters().request_rate(), " requests/s")
                    : "",

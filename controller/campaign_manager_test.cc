@@ -92,8 +92,8 @@ TEST_F(ManagerTest, CalibrationAtTheChosenPointIsKeptWhenThroughputHolds) {
   auto trials = Trials(c->id());
   // The ladder without select batch, then the chosen 500 again with it, from
   // the latencies measured there.
-  EXPECT_THAT(Summary(trials), ElementsAre("435:TRIAL_OK@a", "500:TRIAL_OK@a", "600:TRIAL_OK@a",
-                                           "500:TRIAL_OK@a"));
+  EXPECT_THAT(Summary(trials),
+              ElementsAre("435:TRIAL_OK@a", "500:TRIAL_OK@a", "600:TRIAL_OK@a", "500:TRIAL_OK@a"));
   for (size_t i = 0; i < 3; ++i) EXPECT_FALSE(trials[i].parameters().support_select_batch());
   const auto& cal = trials[3];
   EXPECT_TRUE(cal.calibration());

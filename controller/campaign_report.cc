@@ -25,8 +25,8 @@ void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
     *out->mutable_calibration() = *calibration;
   }
   if (!spec.has_rate_search() || (calibration && calibration->outcome() == "pending")) return;
-  const FinalConfig config = FinalConfigOf(spec, *chosen, calibration ? &*calibration : nullptr,
-                                           stored.trials, model);
+  const FinalConfig config =
+      FinalConfigOf(spec, *chosen, calibration ? &*calibration : nullptr, stored.trials, model);
   *out->mutable_rate_search() =
       EvaluateRateSearch(spec, model, stored.trials, config, chosen->noise, nullptr);
 }

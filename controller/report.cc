@@ -90,13 +90,13 @@ std::string AfterSearchText(const crest::v1::ModelReport& m) {
                                     r.max_batch_size(), r.concurrency()),
                     absl::StrFormat("    %-14s %-14s %s\n", "requests/s", "GenerateSpeed", ""));
     for (const auto& p : r.points()) {
-      absl::StrAppend(
-          &out, absl::StrFormat("    %-14.3f %-14s %s%s\n", p.request_rate(),
-                                p.status() == "ok" || p.status() == "flagged"
-                                    ? absl::StrFormat("%.1f", p.generate_speed())
-                                    : std::string("-"),
-                                p.status() == "ok" ? (p.rises() ? "rises" : "") : p.status(),
-                                p.request_rate() == r.best_rate() ? "   <== best rate" : ""));
+      absl::StrAppend(&out,
+                      absl::StrFormat("    %-14.3f %-14s %s%s\n", p.request_rate(),
+                                      p.status() == "ok" || p.status() == "flagged"
+                                          ? absl::StrFormat("%.1f", p.generate_speed())
+                                          : std::string("-"),
+                                      p.status() == "ok" ? (p.rises() ? "rises" : "") : p.status(),
+                                      p.request_rate() == r.best_rate() ? "   <== best rate" : ""));
     }
     absl::StrAppend(&out, "    ", r.done() ? "" : "(running) ", r.reason(), "\n");
   }

@@ -418,7 +418,8 @@ class Walker {
             if (v.IsScalar() && v.Scalar() == "auto") return;
             if (Double(v, p, 0.001, 1e6, &x, "auto or requests per second")) r->set_start(x);
           } else if (key == "factor") {
-            if (Double(v, p, 1.01, 4, &x, "the ratio of one rate to the one before, such as 1.25")) {
+            if (Double(v, p, 1.01, 4, &x,
+                       "the ratio of one rate to the one before, such as 1.25")) {
               r->set_factor(x);
             }
           } else if (key == "max_runs") {

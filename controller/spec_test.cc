@@ -208,8 +208,8 @@ rate_search: {start: 4.5, factor: 1.5, max_runs: 8, concurrency: 500}
   EXPECT_DOUBLE_EQ(defaults.spec.rate_search().factor(), 1.25);
   EXPECT_EQ(defaults.spec.rate_search().max_runs(), 6u);
   EXPECT_EQ(defaults.spec.rate_search().concurrency(), 1000u);
-  EXPECT_FALSE(ParseAndValidateCampaignSpec("name: x\nmodels: [{name: m}]\n")
-                   .spec.has_rate_search());
+  EXPECT_FALSE(
+      ParseAndValidateCampaignSpec("name: x\nmodels: [{name: m}]\n").spec.has_rate_search());
 }
 
 TEST(SpecParser, BadRateSearchValuesAreNamed) {

@@ -159,7 +159,7 @@ std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
 uint32_t Rounds(const std::vector<Trial>& trials, const std::string& model) {
   std::vector<const Trial*> mine;
   for (const auto& t : trials) {
-    if (t.model() == model) mine.push_back(&t);
+    if (t.model() == model && !t.calibration() && !t.rate_search()) mine.push_back(&t);
   }
   auto before = [](const google::protobuf::Timestamp& a, const google::protobuf::Timestamp& b) {
     return a.seconds() < b.seconds() || (a.seconds() == b.seconds() && a.nanos() <= b.nanos());

@@ -64,7 +64,8 @@ std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
                                                 const std::string& model);
 
 // Search rounds of `model` so far: a trial's round is one more than the
-// highest round among the model's trials that had finished when it started.
+// highest round among the model's search trials that had finished when it
+// started (the calibration and rate runs after the search do not count).
 uint32_t Rounds(const std::vector<crest::v1::Trial>& trials, const std::string& model);
 
 // A measured latency as a select-batch time config.json accepts: whole

@@ -201,6 +201,14 @@ TEST(Rounds, OneMoreThanTheLatestRoundFinishedAtTheStart) {
   };
   EXPECT_EQ(Rounds(trials, "m"), 3u);
   EXPECT_EQ(Rounds(trials, "other"), 0u);
+  // The calibration and rate runs after the search are no search rounds.
+  Trial calibrated = at(Outcome(555, 0, crest::v1::TRIAL_OK, 1), 30, 40);
+  calibrated.set_calibration(true);
+  Trial rate = at(Outcome(555, 0, crest::v1::TRIAL_OK, 1), 40, 50);
+  rate.set_rate_search(true);
+  trials.push_back(calibrated);
+  trials.push_back(rate);
+  EXPECT_EQ(Rounds(trials, "m"), 3u);
 }
 
 TEST(SelectBatchTimeMs, RoundsAndClampsToMindiesRange) {

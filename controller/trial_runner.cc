@@ -157,8 +157,8 @@ std::optional<Trial> TrialRunner::Prepare(const crest::v1::CampaignSpec& spec, T
     auto reply = client_->ApplyHostTuning(req, call_timeout_);
     if (!reply.ok()) return EndWithError(std::move(*trial), reply.status(), "host tuning");
     for (const auto& r : reply->results()) {
-      spdlog::info("campaign {}: {} on {}: {} -> {} ({})", trial->campaign_id(), r.setting(),
-                   node_, r.previous(), r.current(), r.message());
+      spdlog::info("campaign {}: {} on {}: {} -> {} ({})", trial->campaign_id(), r.setting(), node_,
+                   r.previous(), r.current(), r.message());
     }
   }
   crest::v1::StartDaemonRequest start = StartRequest(spec);
