@@ -247,6 +247,9 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
                            config_.daemon_metrics_period);
     run.on_measured_start = [&daemon_metrics] { daemon_metrics->Begin(); };
   }
+  // Which daemon the run measured: runs that change only client parameters
+  // reuse one daemon, and the controller's record shows it.
+  const int32_t daemon_pid = supervisor_.Status().pid();
   metrics_.BenchmarkStarted();
   const loadgen::ProgressCallback observed = [&](const crest::v1::BenchmarkProgress& p) {
     metrics_.BenchmarkProgress(p);
@@ -264,6 +267,7 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
     if (!daemon->error().empty()) spdlog::warn("daemon metrics: {}", daemon->error());
     *out->result.mutable_daemon() = *std::move(daemon);
   }
+  out->result.set_daemon_pid(daemon_pid);
   metrics_.RecordBenchmark(&out->result, true, clock_->Now());
   spdlog::info("benchmark done: GenerateSpeed {:.1f} tokens/s, {} ok, {} failed",
                out->result.generate_speed(), out->result.succeeded(), out->result.failed());

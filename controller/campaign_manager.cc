@@ -9,6 +9,7 @@
 #include "google/protobuf/util/time_util.h"
 
 #include "common/status.h"
+#include "controller/after_search.h"
 #include "controller/campaign_report.h"
 #include "controller/campaign_view.h"
 #include "controller/kv_blocks.h"
@@ -463,13 +464,23 @@ void CampaignManager::LaunchTrial(Run& run, Trial trial) {
                trial.repeat(), trial.attempt(), trial.calibration() ? ", calibration" : "",
                trial.node());
   registry_->SetRunningTrial(trial.node(), trial.id());
+  // A sweep's job runs one trial after another: progress goes to the current one.
   auto on_progress = [this, campaign = trial.campaign_id(),
-                      id = trial.id()](const crest::v1::BenchmarkProgress& progress) {
+                      node = trial.node()](const crest::v1::BenchmarkProgress& progress) {
     absl::MutexLock lock(&mu_);
+    const std::string id = jobs_.TrialOn(node);
+    if (id.empty()) return;
     runs_.at(campaign).progress[id] = progress;
     notifier_.Changed(campaign);
   };
   notifier_.Changed(trial.campaign_id());
+  if (trial.rate_search()) {
+    jobs_.StartSweep(
+        run.stored.campaign.spec(), std::move(trial), tune, on_progress,
+        [this](JobTable::Job* job, Trial ended) { return NextRateRun(job, std::move(ended)); },
+        [this](JobTable::Job* job) { FinishSweep(job); });
+    return;
+  }
   jobs_.StartTrial(run.stored.campaign.spec(), std::move(trial), tune, on_progress,
                    [this](JobTable::Job* job, Trial ended) { FinishTrial(job, std::move(ended)); });
 }
@@ -509,9 +520,16 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
 }
 
 void CampaignManager::FinishTrial(JobTable::Job* job, Trial trial) {
-  *trial.mutable_finished() = Now();
   registry_->SetRunningTrial(job->node, "");
   absl::MutexLock lock(&mu_);
+  RecordEnded(job, std::move(trial));
+  job->finished = true;
+  wake_ = true;
+  notifier_.Changed(job->campaign);
+}
+
+void CampaignManager::RecordEnded(JobTable::Job* job, Trial trial) {
+  *trial.mutable_finished() = Now();
   Run& run = runs_.at(job->campaign);
   // Lost with its trial: its daemon may still run there.
   if (trial.status() == crest::v1::TRIAL_INTERRUPTED && !registry_->IsReady(job->node)) {
@@ -532,13 +550,62 @@ void CampaignManager::FinishTrial(JobTable::Job* job, Trial trial) {
     if (t.id() == trial.id()) t = trial;
   }
   run.progress.erase(trial.id());
-  spdlog::info("campaign {} model {}: trial {} maxBatchSize {} on {}: {}{}{}", trial.campaign_id(),
-               trial.model(), trial.id(), trial.parameters().max_batch_size(), trial.node(),
-               crest::v1::TrialStatus_Name(trial.status()),
+  spdlog::info("campaign {} model {}: trial {} maxBatchSize {}{} on {}: {}{}{}",
+               trial.campaign_id(), trial.model(), trial.id(), trial.parameters().max_batch_size(),
+               trial.rate_search()
+                   ? absl::StrCat(" at ", trial.parameters().request_rate(), " requests/s")
+                   : "",
+               trial.node(), crest::v1::TrialStatus_Name(trial.status()),
                trial.status() == crest::v1::TRIAL_OK
                    ? absl::StrCat(" GenerateSpeed ", trial.result().generate_speed(), " tok/s")
                    : "",
                trial.reason().empty() ? "" : " (" + trial.reason() + ")");
+}
+
+std::optional<Trial> CampaignManager::NextRateRun(JobTable::Job* job, Trial ended) {
+  absl::MutexLock lock(&mu_);
+  const Trial previous = ended;
+  RecordEnded(job, std::move(ended));
+  Run& run = runs_.at(job->campaign);
+  const auto& spec = run.stored.campaign.spec();
+  if (previous.status() != crest::v1::TRIAL_OK || job->stop.reason() != StopReason::kNone ||
+      stopping_ || !writer_.error().ok() || run.stored.campaign.cancel_requested() ||
+      !registry_->IsReady(job->node)) {
+    return std::nullopt;
+  }
+  for (const auto& model : spec.models()) {
+    if (model.name() != job->model) continue;
+    // This job is the model's only one: the rate search runs on one node.
+    ModelPlan plan = PlanModel(spec, model, run.stored.models[model.name()], run.stored.trials,
+                               *run.strategy, /*running=*/0, /*free_nodes=*/1,
+                               probe_failures_[absl::StrCat(job->campaign, "/", model.name())]);
+    if (plan.trials.size() != 1 || !plan.trials[0].rate_search ||
+        !SameServerConfig(plan.trials[0].parameters, previous.parameters())) {
+      return std::nullopt;
+    }
+    Trial next = StartedTrial(plan.trials[0], job->campaign, model.name(), job->node,
+                              run.next_trial++, Now());
+    Batch batch;
+    batch.trials.push_back(next);
+    if (!Persist(batch, job->campaign, absl::StrCat("trial ", next.id())).ok()) {
+      return std::nullopt;
+    }
+    run.stored.trials.push_back(next);
+    job->trial_id = next.id();
+    registry_->SetRunningTrial(job->node, next.id());
+    spdlog::info(
+        "campaign {} model {}: trial {} maxBatchSize {} at {} requests/s on {} (same daemon)",
+        job->campaign, model.name(), next.id(), next.parameters().max_batch_size(),
+        next.parameters().request_rate(), job->node);
+    notifier_.Changed(job->campaign);
+    return next;
+  }
+  return std::nullopt;
+}
+
+void CampaignManager::FinishSweep(JobTable::Job* job) {
+  registry_->SetRunningTrial(job->node, "");
+  absl::MutexLock lock(&mu_);
   job->finished = true;
   wake_ = true;
   notifier_.Changed(job->campaign);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -110,6 +111,13 @@ class CampaignManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishProbe(JobTable::Job* job, const ProbeResult& probe);
   void FinishTrial(JobTable::Job* job, crest::v1::Trial trial);
+  // Records `trial` as it ended on `job`'s node (the trial only, not the job).
+  void RecordEnded(JobTable::Job* job, crest::v1::Trial trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rate-search run ended: records it and returns the next run of the same
+  // search (recorded as started on the same node, to reuse its daemon), or
+  // nullopt when the search is over for now.
+  std::optional<crest::v1::Trial> NextRateRun(JobTable::Job* job, crest::v1::Trial ended);
+  void FinishSweep(JobTable::Job* job);
   // Restores the hosts the campaign tuned; `finish`: then ends it.
   void RestoreHosts(const std::string& campaign_id, bool finish) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndCampaign(const std::string& campaign_id, bool finish,

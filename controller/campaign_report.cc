@@ -3,9 +3,35 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "controller/after_search.h"
 #include "controller/trial_outcomes.h"
 
 namespace crest::controller {
+
+namespace {
+
+// The calibration and the rate search of `model`, once its search has an answer.
+void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
+                    crest::v1::ModelReport* out) {
+  const auto& spec = stored.campaign.spec();
+  if (!spec.calibrate() && !spec.has_rate_search()) return;
+  auto ms = stored.models.find(model);
+  const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
+  std::optional<ChosenPoint> chosen = ChosenPointOf(spec, model, blocks, stored.trials);
+  if (!chosen) return;
+  std::optional<crest::v1::CalibrationReport> calibration;
+  if (spec.calibrate()) {
+    calibration = EvaluateCalibration(spec, model, stored.trials, *chosen);
+    *out->mutable_calibration() = *calibration;
+  }
+  if (!spec.has_rate_search() || (calibration && calibration->outcome() == "pending")) return;
+  const FinalConfig config =
+      FinalConfigOf(spec, *chosen, calibration ? &*calibration : nullptr, stored.trials, model);
+  *out->mutable_rate_search() =
+      EvaluateRateSearch(spec, model, stored.trials, config, chosen->noise, nullptr);
+}
+
+}  // namespace
 
 crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
   crest::v1::CampaignReport report;
@@ -24,6 +50,7 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
     for (const auto& t : stored.trials) {
       if (t.model() == m.name()) *mr->add_trials() = t;
     }
+    AddAfterSearch(stored, m.name(), mr);
   }
   return report;
 }

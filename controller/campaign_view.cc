@@ -20,6 +20,11 @@ void AddTrialActivity(const StoredCampaign& stored, const RunningJob& job,
     if (mp->current_point() == 0) mp->set_current_point(t.parameters().max_batch_size());
     std::string what = absl::StrCat(t.calibration() ? "calibrating at " : "measuring ",
                                     t.parameters().max_batch_size(), " on ", job.node);
+    if (t.rate_search()) {
+      what = absl::StrCat("rate search at ", t.parameters().max_batch_size(), ": ",
+                          absl::SixDigits(t.parameters().request_rate()), " requests/s on ",
+                          job.node, " (same daemon)");
+    }
     auto pr = progress.find(t.id());
     if (pr != progress.end() && pr->second.requests_total() > 0) {
       absl::StrAppend(&what, " (", pr->second.requests_done(), "/", pr->second.requests_total(),
@@ -63,7 +68,8 @@ crest::v1::Campaign CampaignView(
       mp->set_range_hi(space.hi);
       uint32_t planned =
           static_cast<uint32_t>(strategy.PlannedPoints(space)) * spec.search().repeats() +
-          (spec.calibrate() ? 1 : 0) + interrupted;
+          (spec.calibrate() ? std::max<uint32_t>(1, spec.search().repeats()) : 0) +
+          (spec.has_rate_search() ? spec.rate_search().max_runs() : 0) + interrupted;
       mp->set_trials_planned(ms.done ? done : std::max(planned, done));
     }
     std::vector<std::string> activity;

@@ -46,6 +46,30 @@ void JobTable::StartTrial(crest::v1::CampaignSpec spec, crest::v1::Trial trial, 
         });
 }
 
+void JobTable::StartSweep(
+    crest::v1::CampaignSpec spec, crest::v1::Trial first, bool tune_host,
+    std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
+    std::function<std::optional<crest::v1::Trial>(Job*, crest::v1::Trial)> next,
+    std::function<void(Job*)> done) {
+  const std::string campaign = first.campaign_id();
+  const std::string node = first.node();
+  const std::string model = first.model();
+  const std::string id = first.id();
+  Start(campaign, node, model, id,
+        [spec = std::move(spec), first = std::move(first), tune_host,
+         on_progress = std::move(on_progress), next = std::move(next),
+         done = std::move(done)](Job* job, TrialRunner* runner) {
+          runner->RunSweep(spec, first, tune_host, on_progress,
+                           [&](crest::v1::Trial ended) { return next(job, std::move(ended)); });
+          done(job);
+        });
+}
+
+std::string JobTable::TrialOn(const std::string& node) const {
+  auto it = jobs_.find(node);
+  return it == jobs_.end() ? "" : it->second->trial_id;
+}
+
 int JobTable::Count(const std::string& campaign, const std::string& model) const {
   int n = 0;
   for (const auto& [node, job] : jobs_) {

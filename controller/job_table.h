@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,7 +50,17 @@ class JobTable {
                   std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
                   std::function<void(Job*, crest::v1::Trial)> done);
 
+  // Runs `first` on its node (which must be free) and then, on the same
+  // daemon, each trial `next(job, ended)` returns (TrialRunner::RunSweep);
+  // `done(job)` once the daemon is stopped.
+  void StartSweep(crest::v1::CampaignSpec spec, crest::v1::Trial first, bool tune_host,
+                  std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
+                  std::function<std::optional<crest::v1::Trial>(Job*, crest::v1::Trial)> next,
+                  std::function<void(Job*)> done);
+
   bool Busy(const std::string& node) const { return jobs_.count(node) != 0; }
+  // The trial the job on `node` runs now ("" for none or a probe).
+  std::string TrialOn(const std::string& node) const;
   // The jobs of `campaign` (only those of `model`, when not empty).
   int Count(const std::string& campaign, const std::string& model = "") const;
   // The jobs of `campaign`, in node order.

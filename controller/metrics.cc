@@ -133,7 +133,9 @@ void Metrics::RecordTrial(const crest::v1::Trial& trial) {
     auto& progress = last_progress_.Add({{"campaign", trial.campaign_id()}});
     progress.Set(std::max(progress.Value(), end));
   }
-  if (trial.status() != crest::v1::TRIAL_OK) return;
+  // The per-point series are the maxBatchSize curve; a rate-search run at the
+  // chosen point would overwrite it with a rate-limited figure.
+  if (trial.status() != crest::v1::TRIAL_OK || trial.rate_search()) return;
   const std::map<std::string, std::string> labels = {
       {"campaign", trial.campaign_id()},
       {"model", trial.model()},

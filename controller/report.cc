@@ -24,6 +24,85 @@ std::string CsvField(const std::string& s) {
   return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\"");
 }
 
+nlohmann::json CalibrationJson(const crest::v1::CalibrationReport& c) {
+  nlohmann::json j = {{"outcome", c.outcome()},
+                      {"kept", c.outcome() == "kept"},
+                      {"maxBatchSize", c.max_batch_size()},
+                      {"GenerateSpeedBefore", c.generate_speed_before()},
+                      {"runsBefore", c.runs_before()},
+                      {"reason", c.reason()}};
+  if (c.outcome() == "skipped") return j;
+  j["prefillTimeMsPerReq"] = c.prefill_time_ms_per_req();
+  j["decodeTimeMsPerReq"] = c.decode_time_ms_per_req();
+  const bool measured = c.outcome() == "kept" || c.runs_after() > 0;
+  j["GenerateSpeedAfter"] = measured ? nlohmann::json(c.generate_speed_after()) : nullptr;
+  j["runsAfter"] = c.runs_after();
+  j["band"] = c.band();
+  return j;
+}
+
+nlohmann::json RateSearchJson(const crest::v1::RateSearchReport& r) {
+  nlohmann::json j = {{"maxBatchSize", r.max_batch_size()},
+                      {"concurrency", r.concurrency()},
+                      {"done", r.done()},
+                      {"reason", r.reason()},
+                      {"band", r.band()}};
+  j["bestRate"] = r.best_rate() > 0 ? nlohmann::json(r.best_rate()) : nullptr;
+  j["bestGenerateSpeed"] = r.best_rate() > 0 ? nlohmann::json(r.best_generate_speed()) : nullptr;
+  j["curve"] = nlohmann::json::array();
+  for (const auto& p : r.points()) {
+    nlohmann::json jp = {{"requestRate", p.request_rate()},
+                         {"GenerateSpeed", p.generate_speed()},
+                         {"QPS", p.qps()},
+                         {"status", p.status()},
+                         {"rises", p.rises()},
+                         {"trial", p.trial()}};
+    if (p.daemon_pid() != 0) jp["daemonPid"] = p.daemon_pid();
+    j["curve"].push_back(std::move(jp));
+  }
+  return j;
+}
+
+// The calibration's verdict and the rate curve under a model's table.
+std::string AfterSearchText(const crest::v1::ModelReport& m) {
+  std::string out;
+  if (m.has_calibration()) {
+    const auto& c = m.calibration();
+    if (c.outcome() == "skipped" || c.outcome() == "pending") {
+      absl::StrAppend(&out, "  calibration: ", c.outcome(), ": ", c.reason(), "\n");
+    } else {
+      absl::StrAppend(
+          &out,
+          absl::StrFormat("  calibration at %d: supportSelectBatch prefillTimeMsPerReq=%.0f "
+                          "decodeTimeMsPerReq=%.0f: GenerateSpeed %.1f -> %s token/s: %s",
+                          c.max_batch_size(), c.prefill_time_ms_per_req(),
+                          c.decode_time_ms_per_req(), c.generate_speed_before(),
+                          c.runs_after() > 0 ? absl::StrFormat("%.1f", c.generate_speed_after())
+                                             : std::string("-"),
+                          c.outcome()),
+          " (", c.reason(), ")\n");
+    }
+  }
+  if (m.has_rate_search()) {
+    const auto& r = m.rate_search();
+    absl::StrAppend(&out,
+                    absl::StrFormat("  rate search at maxBatchSize %d, Concurrency %d:\n",
+                                    r.max_batch_size(), r.concurrency()),
+                    absl::StrFormat("    %-14s %-14s %s\n", "requests/s", "GenerateSpeed", ""));
+    for (const auto& p : r.points()) {
+      absl::StrAppend(&out,
+                      absl::StrFormat("    %-14.3f %-14s %s%s\n", p.request_rate(),
+                                      p.status() == "ok" || p.status() == "flagged"
+                                          ? absl::StrFormat("%.1f", p.generate_speed())
+                                          : std::string("-"),
+                                      p.status() == "ok" ? (p.rises() ? "rises" : "") : p.status(),
+                                      p.request_rate() == r.best_rate() ? "   <== best rate" : ""));
+    }
+    absl::StrAppend(&out, "    ", r.done() ? "" : "(running) ", r.reason(), "\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string TrialStatusName(crest::v1::TrialStatus status) {
@@ -104,9 +183,15 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
       }
       if (r.daemon().has_preemptions())
         jm["trials"].back()["preemptions"] = r.daemon().preemptions();
+      jm["trials"].back()["rateSearch"] = t.rate_search();
+      if (t.rate_search()) jm["trials"].back()["requestRate"] = p.request_rate();
+      if (r.daemon_pid() != 0) jm["trials"].back()["daemonPid"] = r.daemon_pid();
+      jm["trials"].back()["QPS"] = r.qps();
     }
     jm["rounds"] = m.rounds();
     jm["strategy"] = m.strategy();
+    if (m.has_calibration()) jm["calibration"] = CalibrationJson(m.calibration());
+    if (m.has_rate_search()) jm["rate_search"] = RateSearchJson(m.rate_search());
     j["models"].push_back(std::move(jm));
   }
   return j;
@@ -127,18 +212,9 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
       std::string nodes;
     };
     std::map<int64_t, Row> rows;
-    std::string calibration;
     for (const auto& t : m.trials()) {
-      if (t.calibration()) {
-        if (t.status() == crest::v1::TRIAL_OK) {
-          calibration = absl::StrFormat(
-              "  calibration at %d: FirstTokenTime %.1f ms, DecodeTime %.1f ms -> "
-              "supportSelectBatch=true\n",
-              t.parameters().max_batch_size(), t.result().first_token_time().average_ms(),
-              t.result().decode_time().average_ms());
-        }
-        continue;
-      }
+      // Calibrated and rate-search runs have their own lines below the table.
+      if (t.calibration() || t.rate_search()) continue;
       Row& row = rows[t.parameters().max_batch_size()];
       if (t.status() == crest::v1::TRIAL_OK) {
         ++row.n;
@@ -155,7 +231,6 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
       absl::StrAppend(&out, "  no trials\n");
       continue;
     }
-    absl::StrAppend(&out, calibration);
     absl::StrAppend(
         &out, absl::StrFormat("  %-14s %-17s %-24s %-14s %s\n", "maxBatchSize", "maxPrefillBatch",
                               "GenerateSpeedPerClient", "GenerateSpeed", "node"));
@@ -195,6 +270,7 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
       }
       absl::StrAppend(&out, "\n");
     }
+    absl::StrAppend(&out, AfterSearchText(m));
   }
   return out;
 }

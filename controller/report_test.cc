@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 
 namespace crest::controller {
@@ -102,6 +106,90 @@ TEST(Report, TableMarksThePeak) {
   EXPECT_THAT(table, HasSubstr("infeasible"));
   EXPECT_THAT(table, HasSubstr("best: maxBatchSize=500 maxPrefillBatchSize=250"));
   EXPECT_THAT(table, HasSubstr("model empty\n  no trials"));
+}
+
+// Sample() with a kept calibration and a rate search of two runs.
+crest::v1::CampaignReport AfterSearchSample() {
+  crest::v1::CampaignReport r = Sample();
+  auto* m = r.mutable_models(0);
+  auto* c = m->mutable_calibration();
+  c->set_outcome("kept");
+  c->set_max_batch_size(500);
+  c->set_prefill_time_ms_per_req(100);
+  c->set_decode_time_ms_per_req(40);
+  c->set_generate_speed_before(2980.3);
+  c->set_generate_speed_after(3010.5);
+  c->set_runs_before(1);
+  c->set_runs_after(1);
+  c->set_band(0.0566);
+  c->set_reason("throughput rose 1.0%");
+  auto* rs = m->mutable_rate_search();
+  rs->set_max_batch_size(500);
+  rs->set_concurrency(1000);
+  rs->set_done(true);
+  rs->set_best_rate(8);
+  rs->set_best_generate_speed(2950);
+  rs->set_reason("throughput stopped rising at 10 requests/s");
+  for (auto [rate, speed, rises] : {std::tuple{8.0, 2950.0, false}, {10.0, 2960.0, false}}) {
+    auto* p = rs->add_points();
+    p->set_request_rate(rate);
+    p->set_generate_speed(speed);
+    p->set_status("ok");
+    p->set_rises(rises);
+    p->set_daemon_pid(77);
+    auto* t = m->add_trials();
+    t->set_id("c7-r" + std::to_string(static_cast<int>(rate)));
+    t->set_rate_search(true);
+    t->set_status(crest::v1::TRIAL_OK);
+    t->mutable_parameters()->set_max_batch_size(500);
+    t->mutable_parameters()->set_request_rate(rate);
+    t->mutable_result()->set_generate_speed(speed);
+    t->mutable_result()->set_daemon_pid(77);
+  }
+  return r;
+}
+
+TEST(Report, CalibrationAndRateCurveInTheJson) {
+  nlohmann::json m = ReportToJson(AfterSearchSample())["models"][0];
+  EXPECT_EQ(m["calibration"]["outcome"], "kept");
+  EXPECT_TRUE(m["calibration"]["kept"].get<bool>());
+  EXPECT_DOUBLE_EQ(m["calibration"]["GenerateSpeedBefore"].get<double>(), 2980.3);
+  EXPECT_DOUBLE_EQ(m["calibration"]["GenerateSpeedAfter"].get<double>(), 3010.5);
+  EXPECT_EQ(m["calibration"]["prefillTimeMsPerReq"], 100);
+  const auto& r = m["rate_search"];
+  EXPECT_DOUBLE_EQ(r["bestRate"].get<double>(), 8);
+  ASSERT_EQ(r["curve"].size(), 2u);
+  EXPECT_EQ(r["curve"][1]["requestRate"], 10);
+  EXPECT_EQ(r["curve"][1]["daemonPid"], 77);
+  const auto& rate_trial = m["trials"][4];
+  EXPECT_TRUE(rate_trial["rateSearch"].get<bool>());
+  EXPECT_EQ(rate_trial["requestRate"], 8);
+  EXPECT_FALSE(m["trials"][0]["rateSearch"].get<bool>());
+  EXPECT_FALSE(m["trials"][0].contains("requestRate"));
+  // Without either step, neither key.
+  nlohmann::json plain = ReportToJson(Sample())["models"][0];
+  EXPECT_FALSE(plain.contains("calibration"));
+  EXPECT_FALSE(plain.contains("rate_search"));
+  crest::v1::CampaignReport skipped = Sample();
+  skipped.mutable_models(0)->mutable_calibration()->set_outcome("skipped");
+  nlohmann::json s = ReportToJson(skipped)["models"][0]["calibration"];
+  EXPECT_FALSE(s["kept"].get<bool>());
+  EXPECT_FALSE(s.contains("GenerateSpeedAfter"));
+}
+
+TEST(Report, TableShowsBothCalibrationFiguresAndTheRateCurve) {
+  std::string table = ReportToTable(AfterSearchSample());
+  EXPECT_THAT(table, HasSubstr("calibration at 500: supportSelectBatch prefillTimeMsPerReq=100 "
+                               "decodeTimeMsPerReq=40: GenerateSpeed 2980.3 -> 3010.5 token/s: "
+                               "kept (throughput rose 1.0%)"));
+  EXPECT_THAT(table, HasSubstr("rate search at maxBatchSize 500, Concurrency 1000:"));
+  EXPECT_THAT(table, HasSubstr("8.000          2950.0"));
+  EXPECT_THAT(table, HasSubstr("<== best rate"));
+  // Rate runs are not rows of the maxBatchSize table: one peak, at 500.
+  std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  int rows_500 = 0;
+  for (const auto& l : lines) rows_500 += absl::StartsWith(l, "  500 ") ? 1 : 0;
+  EXPECT_EQ(rows_500, 1);
 }
 
 TEST(Report, CsvHasOneQuotedRowPerTrial) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "controller/after_search.h"
 #include "controller/kv_blocks.h"
 #include "controller/spec_limits.h"
 #include "controller/trial_outcomes.h"
@@ -24,9 +25,41 @@ crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& ca
   t.set_attempt(planned.attempt);
   t.set_repeat(planned.repeat);
   t.set_calibration(planned.calibration);
+  t.set_rate_search(planned.rate_search);
   *t.mutable_started() = now;
   return t;
 }
+
+namespace {
+
+// The rate search at `chosen` (calibrated when `calibration` was kept): its
+// next run, or the end of the model with `reason` and the search's verdict.
+ModelPlan PlanRateSearch(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
+                         const std::vector<crest::v1::Trial>& trials, const ChosenPoint& chosen,
+                         const crest::v1::CalibrationReport* calibration, size_t free_nodes,
+                         std::string reason, ModelPlan plan) {
+  const FinalConfig config = FinalConfigOf(spec, chosen, calibration, trials, model.name());
+  std::optional<RateRun> next;
+  crest::v1::RateSearchReport rates =
+      EvaluateRateSearch(spec, model.name(), trials, config, chosen.noise, &next);
+  if (rates.done()) {
+    absl::StrAppend(&reason, "; rate search: ", rates.reason());
+    plan.done_reason = std::move(reason);
+    plan.finished = true;
+    return plan;
+  }
+  if (next && free_nodes > 0) {
+    PlannedTrial t;
+    t.parameters = next->parameters;
+    t.repeat = next->index;
+    t.attempt = next->attempt;
+    t.rate_search = true;
+    plan.trials.push_back(std::move(t));
+  }
+  return plan;
+}
+
+}  // namespace
 
 ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
                     const ModelState& state, const std::vector<crest::v1::Trial>& trials,
@@ -50,56 +83,74 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
   const SearchSpace space = SearchSpaceFor(spec, state.npu_block_num);
   const uint32_t parallel = std::max<uint32_t>(1, model.parallel());
   const int max_attempts = 1 + max_retries;
-  auto launch = [&](int64_t point, uint32_t repeat, bool calibration, int attempt) {
+  auto launch = [&](crest::v1::TrialParameters parameters, uint32_t repeat, int attempt) {
     const int busy = running + static_cast<int>(plan.trials.size());
-    if (busy >= static_cast<int>(parallel) || plan.trials.size() >= free_nodes) return;
+    if (busy >= static_cast<int>(parallel) || plan.trials.size() >= free_nodes) return false;
     PlannedTrial t;
-    t.parameters = ParametersFor(spec, model.name(), trials, point, calibration);
+    t.parameters = std::move(parameters);
     t.repeat = repeat;
-    t.calibration = calibration;
     t.attempt = static_cast<uint32_t>(attempt);
     for (const auto& done : trials) {
-      if (done.model() == model.name() && !done.calibration() &&
-          done.status() == crest::v1::TRIAL_OK && done.parameters().max_batch_size() == point) {
+      if (done.model() == model.name() && !done.calibration() && !done.rate_search() &&
+          done.status() == crest::v1::TRIAL_OK &&
+          done.parameters().max_batch_size() == t.parameters.max_batch_size()) {
         t.measured_on.push_back(done.node());
       }
     }
     plan.trials.push_back(std::move(t));
+    return true;
   };
-  if (spec.calibrate()) {
-    auto slots = Slots(trials, model.name(), /*calibration=*/true, max_attempts);
-    Slot slot;
-    if (!slots.empty()) slot = slots.begin()->second;
-    if (!slot.ok) {
-      if (slot.infeasible || slot.failed) {
-        plan.done_reason =
-            absl::StrCat("calibration at maxBatchSize ", space.initial, " failed: ", slot.reason);
-        plan.finished = running == 0;
-        return plan;
-      }
-      if (!slot.running) launch(space.initial, 0, true, slot.attempts + 1);
-      return plan;
-    }
-  }
   auto slots = Slots(trials, model.name(), /*calibration=*/false, max_attempts);
   SearchDecision decision =
       strategy.Decide(space, FinishedPoints(slots, spec.search().repeats()), parallel);
-  if (decision.done) {
-    if (running == 0) plan.done_reason = decision.reason;
-    plan.finished = running == 0;
+  if (!decision.done) {
+    for (int64_t point : decision.wanted) {
+      auto more = decision.runs.find(point);
+      const uint32_t runs =
+          std::max(spec.search().repeats(), more == decision.runs.end() ? 0U : more->second);
+      for (uint32_t r = 0; r < runs; ++r) {
+        auto it = slots.find({point, r});
+        Slot slot = it == slots.end() ? Slot{} : it->second;
+        if (slot.ok || slot.running || slot.infeasible || slot.failed) continue;
+        launch(SearchParametersAt(spec, point), r, slot.attempts + 1);
+      }
+    }
     return plan;
   }
-  for (int64_t point : decision.wanted) {
-    auto more = decision.runs.find(point);
-    const uint32_t runs =
-        std::max(spec.search().repeats(), more == decision.runs.end() ? 0U : more->second);
-    for (uint32_t r = 0; r < runs; ++r) {
-      auto it = slots.find({point, r});
-      Slot slot = it == slots.end() ? Slot{} : it->second;
-      if (slot.ok || slot.running || slot.infeasible || slot.failed) continue;
-      launch(point, r, false, slot.attempts + 1);
+  // The search is over once nothing of it runs; then its answer is calibrated
+  // and its rate searched, one step after the other.
+  if (running > 0) return plan;
+  std::string reason = decision.reason;
+  std::optional<ChosenPoint> chosen =
+      ChosenPointOf(spec, model.name(), state.npu_block_num, trials);
+  if (chosen && spec.calibrate()) {
+    crest::v1::CalibrationReport calibration =
+        EvaluateCalibration(spec, model.name(), trials, *chosen);
+    if (calibration.outcome() == "pending") {
+      auto cal_slots = Slots(trials, model.name(), /*calibration=*/true, max_attempts);
+      for (uint32_t r = 0; r < CalibrationRuns(spec); ++r) {
+        auto it = cal_slots.find({chosen->answer.point, r});
+        Slot slot = it == cal_slots.end() ? Slot{} : it->second;
+        if (slot.ok || slot.running) continue;
+        if (launch(CalibrationParameters(spec, *chosen), r, slot.attempts + 1)) {
+          // Compared with the search's runs, not a confirmation of them: any node.
+          plan.trials.back().calibration = true;
+          plan.trials.back().measured_on.clear();
+        }
+      }
+      return plan;
     }
+    absl::StrAppend(&reason, "; calibration ", calibration.outcome(), ": ", calibration.reason());
+    if (spec.has_rate_search()) {
+      return PlanRateSearch(spec, model, trials, *chosen, &calibration, free_nodes,
+                            std::move(reason), plan);
+    }
+  } else if (chosen && spec.has_rate_search()) {
+    return PlanRateSearch(spec, model, trials, *chosen, nullptr, free_nodes, std::move(reason),
+                          plan);
   }
+  plan.done_reason = std::move(reason);
+  plan.finished = true;
   return plan;
 }
 

@@ -1,7 +1,9 @@
 // The scheduling policy for one model of a campaign, as a pure function of
 // what is recorded and what runs: probe for npuBlockNum, end the search, or
-// start which (point, repeat) attempts. The campaign manager carries the plan
-// out on free nodes and records it; a restarted controller plans the same.
+// start which (point, repeat) attempts; once the search is over, the
+// calibration runs at its answer and the rate search (after_search.h). The
+// campaign manager carries the plan out on free nodes and records it; a
+// restarted controller plans the same.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +26,8 @@ struct PlannedTrial {
   crest::v1::TrialParameters parameters;
   uint32_t repeat = 0;
   bool calibration = false;
+  // A run of the rate search: it reuses the daemon of the run before it.
+  bool rate_search = false;
   uint32_t attempt = 1;
   // Nodes that measured this point already: a repeat goes to another node
   // when one is free, so that a final answer is confirmed on a second node.

@@ -63,6 +63,12 @@ std::vector<SpecProblem> CheckBatchCanFill(const crest::v1::CampaignSpec& spec) 
 
 std::vector<std::string> SpecWarnings(const crest::v1::CampaignSpec& spec) {
   std::vector<std::string> warnings;
+  if (spec.calibrate() && spec.client().task_kind() == crest::v1::TASK_KIND_TEXT) {
+    warnings.emplace_back(
+        "calibrate: client.task_kind text measures no first-token or decode latency (one reply "
+        "per request), so the select-batch calibration will be skipped; use task_kind stream "
+        "to calibrate");
+  }
   const auto& s = spec.search();
   std::optional<int64_t> top = LargestFillablePoint(spec);
   if (!top) return warnings;

@@ -89,5 +89,13 @@ TEST(SpecFill, RateModeAndUnknownDatasetsAreNotChecked) {
               IsEmpty());
 }
 
+TEST(SpecFill, CalibrationInTextModeIsAllowedButSaidToBeSkipped) {
+  crest::v1::CampaignSpec text = FillSpec("client: {task_kind: text}\ncalibrate: true\n");
+  EXPECT_THAT(SpecWarnings(text), ElementsAre(AllOf(HasSubstr("calibrate: client.task_kind text"),
+                                                    HasSubstr("calibration will be skipped"))));
+  EXPECT_THAT(SpecWarnings(FillSpec("client: {task_kind: stream}\ncalibrate: true\n")), IsEmpty());
+  EXPECT_THAT(SpecWarnings(FillSpec("client: {task_kind: text}\n")), IsEmpty());
+}
+
 }  // namespace
 }  // namespace crest::controller

@@ -408,6 +408,31 @@ class Walker {
         });
   }
 
+  // `rate_search: {}` searches with every default.
+  void RateSearch(const YAML::Node& node, CampaignSpec* spec) {
+    auto* r = spec->mutable_rate_search();
+    Map(node, "rate_search", {"start", "factor", "max_runs", "concurrency"},
+        [&](const std::string& key, const YAML::Node& v, const std::string& p) {
+          double x = 0;
+          if (key == "start") {
+            if (v.IsScalar() && v.Scalar() == "auto") return;
+            if (Double(v, p, 0.001, 1e6, &x, "auto or requests per second")) r->set_start(x);
+          } else if (key == "factor") {
+            if (Double(v, p, 1.01, 4, &x,
+                       "the ratio of one rate to the one before, such as 1.25")) {
+              r->set_factor(x);
+            }
+          } else if (key == "max_runs") {
+            UInt<uint32_t>(
+                v, p, 2, 50, [r](uint32_t n) { r->set_max_runs(n); }, "a run count");
+          } else if (key == "concurrency") {
+            UInt<uint32_t>(
+                v, p, bench::kConcurrency.min, bench::kConcurrency.max,
+                [r](uint32_t n) { r->set_concurrency(n); }, "a client count");
+          }
+        });
+  }
+
   void Limits(const YAML::Node& node, CampaignSpec* spec) {
     auto* l = spec->mutable_limits();
     Map(node, "limits", {"start_timeout", "benchmark_timeout", "max_retries"},
@@ -445,7 +470,8 @@ ParsedSpec ParseCampaignSpec(const std::string& yaml_text) {
   }
   Walker w(&out);
   try {
-    w.Map(root, "", {"name", "models", "search", "client", "host", "calibrate", "limits"},
+    w.Map(root, "",
+          {"name", "models", "search", "client", "host", "calibrate", "limits", "rate_search"},
           [&](const std::string& key, const YAML::Node& v, const std::string& p) {
             if (key == "name") {
               w.String(v, p, out.spec.mutable_name(), "a campaign name");
@@ -462,6 +488,8 @@ ParsedSpec ParseCampaignSpec(const std::string& yaml_text) {
               if (w.Bool(v, p, &b)) out.spec.set_calibrate(b);
             } else if (key == "limits") {
               w.Limits(v, &out.spec);
+            } else if (key == "rate_search") {
+              w.RateSearch(v, &out.spec);
             }
           });
   } catch (const YAML::Exception& e) {

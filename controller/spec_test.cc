@@ -186,9 +186,58 @@ calibrate: true
                   HasSubstr("client.concurrency: derived in concurrency mode"),
                   HasSubstr("client.dataset.input_tokens: required for a synthetic dataset"),
                   HasSubstr("client.dataset.path: must be relative"),
-                  HasSubstr("client.task_kind: calibrate needs task_kind stream"),
               }));
   EXPECT_EQ(parsed.spec.client().task_kind(), crest::v1::TASK_KIND_TEXT);
+}
+
+TEST(SpecParser, RateSearchKeysAndDefaults) {
+  ParsedSpec full = ParseAndValidateCampaignSpec(R"(name: x
+models: [{name: m}]
+rate_search: {start: 4.5, factor: 1.5, max_runs: 8, concurrency: 500}
+)");
+  ASSERT_THAT(full.problems, SizeIs(0)) << ::testing::PrintToString(Messages(full));
+  ASSERT_TRUE(full.spec.has_rate_search());
+  EXPECT_DOUBLE_EQ(full.spec.rate_search().start(), 4.5);
+  EXPECT_DOUBLE_EQ(full.spec.rate_search().factor(), 1.5);
+  EXPECT_EQ(full.spec.rate_search().max_runs(), 8u);
+  EXPECT_EQ(full.spec.rate_search().concurrency(), 500u);
+  ParsedSpec defaults =
+      ParseAndValidateCampaignSpec("name: x\nmodels: [{name: m}]\nrate_search: {start: auto}\n");
+  ASSERT_THAT(defaults.problems, SizeIs(0)) << ::testing::PrintToString(Messages(defaults));
+  EXPECT_DOUBLE_EQ(defaults.spec.rate_search().start(), 0);  // auto
+  EXPECT_DOUBLE_EQ(defaults.spec.rate_search().factor(), 1.25);
+  EXPECT_EQ(defaults.spec.rate_search().max_runs(), 6u);
+  EXPECT_EQ(defaults.spec.rate_search().concurrency(), 1000u);
+  EXPECT_FALSE(
+      ParseAndValidateCampaignSpec("name: x\nmodels: [{name: m}]\n").spec.has_rate_search());
+}
+
+TEST(SpecParser, BadRateSearchValuesAreNamed) {
+  ParsedSpec parsed = ParseAndValidateCampaignSpec(R"(name: x
+models: [{name: m}]
+rate_search: {start: -1, factor: 1, max_runs: 1, concurency: 10}
+)");
+  EXPECT_THAT(Messages(parsed),
+              ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
+                  HasSubstr("spec.yaml:3: rate_search.start: expected auto or requests per second"),
+                  HasSubstr("spec.yaml:3: rate_search.factor: expected the ratio of one rate to "
+                            "the one before, such as 1.25 in [1.01, 4], got 1"),
+                  HasSubstr("spec.yaml:3: rate_search.max_runs: expected a run count in [2, 50]"),
+                  HasSubstr("rate_search.concurency: unknown key 'concurency'; did you mean "
+                            "'concurrency'?"),
+              }));
+  ParsedSpec not_a_map =
+      ParseAndValidateCampaignSpec("name: x\nmodels: [{name: m}]\nrate_search: yes\n");
+  EXPECT_THAT(Messages(not_a_map),
+              ::testing::Contains(HasSubstr("rate_search: expected a map with keys start, factor, "
+                                            "max_runs, concurrency")));
+  // A hand-made request gets the validator's word for what YAML refuses.
+  crest::v1::CampaignSpec spec = ParseAndValidateCampaignSpec(kFull).spec;
+  spec.mutable_rate_search()->set_factor(0.5);
+  spec.mutable_rate_search()->set_max_runs(1);
+  EXPECT_THAT(CheckCampaignSpec(spec).message(),
+              AllOf(HasSubstr("rate_search.factor: must lie in (1, 4]"),
+                    HasSubstr("rate_search.max_runs: must lie in [2, 50]")));
 }
 
 TEST(SpecParser, SyntaxErrorsAndEmptyInput) {

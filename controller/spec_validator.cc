@@ -58,6 +58,12 @@ void ApplySpecDefaults(crest::v1::CampaignSpec* spec) {
   if (c->task_kind() == crest::v1::TASK_KIND_UNSPECIFIED) {
     c->set_task_kind(crest::v1::TASK_KIND_STREAM);
   }
+  if (spec->has_rate_search()) {
+    auto* r = spec->mutable_rate_search();
+    if (r->factor() == 0) r->set_factor(kDefaultRateFactor);
+    if (r->max_runs() == 0) r->set_max_runs(kDefaultRateMaxRuns);
+    if (r->concurrency() == 0) r->set_concurrency(kDefaultRateConcurrency);
+  }
   auto* h = spec->mutable_host();
   if (h->pin().mode() == crest::v1::PINNING_MODE_UNSPECIFIED) {
     h->mutable_pin()->set_mode(crest::v1::PINNING_NONE);
@@ -243,10 +249,22 @@ std::vector<SpecProblem> ValidateCampaignSpec(const crest::v1::CampaignSpec& spe
         "must be relative to the agents' data directory (no leading '/', no '..')");
   }
   if (c.max_output_len() < 1) add("client.max_output_len", "must be at least 1");
-  if (spec.calibrate() && c.task_kind() == crest::v1::TASK_KIND_TEXT) {
-    add("client.task_kind",
-        "calibrate needs task_kind stream (FirstTokenTime and DecodeTime come from the token "
-        "stream)");
+  if (spec.has_rate_search()) {
+    const auto& r = spec.rate_search();
+    if (r.start() < 0) add("rate_search.start", "must be auto or requests per second above 0");
+    if (r.factor() <= 1 || r.factor() > 4) {
+      add("rate_search.factor",
+          absl::StrCat("must lie in (1, 4] (each rate is the one before x factor), got ",
+                       r.factor()));
+    }
+    if (r.max_runs() < 2 || r.max_runs() > 50) {
+      add("rate_search.max_runs",
+          absl::StrCat("must lie in [2, 50] (a rise needs two runs), got ", r.max_runs()));
+    }
+    if (r.concurrency() < bench::kConcurrency.min || r.concurrency() > bench::kConcurrency.max) {
+      add("rate_search.concurrency", absl::StrCat("must lie in [", bench::kConcurrency.min, ", ",
+                                                  bench::kConcurrency.max, "]"));
+    }
   }
   const auto& h = spec.host();
   static const std::vector<std::string> kGovernors = {"performance",  "powersave", "ondemand",

@@ -18,6 +18,8 @@ inline constexpr uint32_t kDefaultMaxTrials = 20;
 inline constexpr uint32_t kDefaultCacheBlockSize = 128;
 inline constexpr uint32_t kDefaultMaxOutputLen = 512;
 inline constexpr uint32_t kDefaultRateConcurrency = 1000;
+inline constexpr double kDefaultRateFactor = 1.25;
+inline constexpr uint32_t kDefaultRateMaxRuns = 6;
 inline constexpr uint32_t kDefaultMaxRetries = 2;
 
 // Fills unset fields with their defaults (idempotent).

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "common/mindie_limits.h"
+#include "controller/after_search.h"
 #include "controller/kv_blocks.h"
 #include "controller/spec_limits.h"
 #include "controller/store.h"
@@ -18,7 +19,7 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
                               bool calibration, int max_attempts) {
   std::map<SlotKey, Slot> slots;
   for (const auto& t : trials) {
-    if (t.model() != model || t.calibration() != calibration) continue;
+    if (t.model() != model || t.calibration() != calibration || t.rate_search()) continue;
     Slot& s = slots[{t.parameters().max_batch_size(), t.repeat()}];
     ++s.attempts;
     switch (t.status()) {
@@ -108,7 +109,8 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
                                             const std::string& model) {
   std::map<int64_t, std::vector<const Trial*>> by_point;
   for (const auto& t : trials) {
-    if (t.model() == model && !t.calibration() && t.status() == crest::v1::TRIAL_OK) {
+    if (t.model() == model && !t.calibration() && !t.rate_search() &&
+        t.status() == crest::v1::TRIAL_OK) {
       by_point[t.parameters().max_batch_size()].push_back(&t);
     }
   }
@@ -135,39 +137,29 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
 std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
                                                 const std::string& model) {
   const auto& spec = stored.campaign.spec();
-  auto strategy = MakeStrategy(spec.search().strategy());
-  if (!strategy.ok()) return BestOf(stored.trials, model);
   auto ms = stored.models.find(model);
   const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
-  const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
-  const auto finished = FinishedPoints(Slots(stored.trials, model, false, max_attempts),
-                                       std::max<uint32_t>(1, spec.search().repeats()));
-  std::optional<SearchAnswer> answer = (*strategy)->Best(SearchSpaceFor(spec, blocks), finished);
-  if (!answer) return BestOf(stored.trials, model);
+  std::optional<ChosenPoint> chosen = ChosenPointOf(spec, model, blocks, stored.trials);
+  if (!chosen) return BestOf(stored.trials, model);
+  // The recommendation carries the calibration only when it was kept.
+  std::optional<crest::v1::CalibrationReport> calibration;
+  if (spec.calibrate()) calibration = EvaluateCalibration(spec, model, stored.trials, *chosen);
+  const FinalConfig final_config =
+      FinalConfigOf(spec, *chosen, calibration ? &*calibration : nullptr, stored.trials, model);
   crest::v1::BestConfig best;
-  double per_client = 0;
-  int n = 0;
-  for (const auto& t : stored.trials) {
-    if (t.model() != model || t.calibration() || t.status() != crest::v1::TRIAL_OK ||
-        t.parameters().max_batch_size() != answer->point || t.flags_size() > 0) {
-      continue;
-    }
-    if (n == 0) *best.mutable_parameters() = t.parameters();
-    per_client += t.result().generate_speed_per_client();
-    ++n;
-  }
-  best.set_generate_speed(answer->objective);
-  best.set_generate_speed_per_client(n > 0 ? per_client / n : 0);
-  best.set_runs(static_cast<uint32_t>(answer->runs));
-  if (answer->noise) best.set_noise(*answer->noise);
-  if (answer->confidence) best.set_confidence(*answer->confidence);
+  *best.mutable_parameters() = final_config.parameters;
+  best.set_generate_speed(final_config.generate_speed);
+  best.set_generate_speed_per_client(final_config.generate_speed_per_client);
+  best.set_runs(final_config.runs);
+  if (chosen->answer.noise) best.set_noise(*chosen->answer.noise);
+  if (chosen->answer.confidence) best.set_confidence(*chosen->answer.confidence);
   return best;
 }
 
 uint32_t Rounds(const std::vector<Trial>& trials, const std::string& model) {
   std::vector<const Trial*> mine;
   for (const auto& t : trials) {
-    if (t.model() == model) mine.push_back(&t);
+    if (t.model() == model && !t.calibration() && !t.rate_search()) mine.push_back(&t);
   }
   auto before = [](const google::protobuf::Timestamp& a, const google::protobuf::Timestamp& b) {
     return a.seconds() < b.seconds() || (a.seconds() == b.seconds() && a.nanos() <= b.nanos());
@@ -192,13 +184,6 @@ uint32_t Rounds(const std::vector<Trial>& trials, const std::string& model) {
   return rounds;
 }
 
-const Trial* CalibrationTrial(const std::vector<Trial>& trials, const std::string& model) {
-  for (const auto& t : trials) {
-    if (t.model() == model && t.calibration() && t.status() == crest::v1::TRIAL_OK) return &t;
-  }
-  return nullptr;
-}
-
 // Under a max-throughput load the measured first-token time often exceeds a
 // second because it includes queueing; it is capped rather than failing
 // every later trial (the agent refuses times outside MindIE's range).
@@ -217,21 +202,6 @@ bool Matches(const crest::v1::ModelSpec& model, const crest::v1::AgentInfo& agen
     if (it == agent.labels().end() || it->second != v) return false;
   }
   return true;
-}
-
-crest::v1::TrialParameters ParametersFor(const crest::v1::CampaignSpec& spec,
-                                         const std::string& model, const std::vector<Trial>& trials,
-                                         int64_t point, bool calibration) {
-  crest::v1::TrialParameters p = SearchParametersAt(spec, point);
-  if (spec.calibrate() && !calibration) {
-    if (const Trial* cal = CalibrationTrial(trials, model)) {
-      p.set_support_select_batch(true);
-      p.set_prefill_time_ms_per_req(
-          SelectBatchTimeMs(cal->result().first_token_time().average_ms()));
-      p.set_decode_time_ms_per_req(SelectBatchTimeMs(cal->result().decode_time().average_ms()));
-    }
-  }
-  return p;
 }
 
 std::vector<Trial> InterruptUnfinished(std::vector<Trial>* trials,

@@ -36,7 +36,8 @@ struct Slot {
 // (maxBatchSize, repeat).
 using SlotKey = std::pair<int64_t, uint32_t>;
 
-// The slots of the search trials (or only the calibration trials) of `model`.
+// The slots of the search trials (or only the calibration trials) of
+// `model`; rate-search runs are never among them.
 // A slot whose `max_attempts` were all interrupted counts as failed.
 std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const std::string& model,
                               bool calibration, int max_attempts);
@@ -49,24 +50,23 @@ std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
                                                uint32_t repeats);
 
-// Best configuration of a model from its ok, non-calibration trials: the
+// Best configuration of a model from its ok search trials: the
 // point whose mean GenerateSpeed over repeats is highest (nullopt: none ok).
 std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>& trials,
                                             const std::string& model);
 
 // The answer of the campaign's strategy for `model` from its recorded trials
-// (SearchStrategy::Best), with the noise and confidence the report states;
-// BestOf when the strategy has none (every run flagged).
+// (SearchStrategy::Best), with the noise and confidence the report states,
+// and with the select-batch calibration when it was kept (its parameters and
+// its measured throughput); BestOf when the strategy has none (every run
+// flagged).
 std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
                                                 const std::string& model);
 
 // Search rounds of `model` so far: a trial's round is one more than the
-// highest round among the model's trials that had finished when it started.
+// highest round among the model's search trials that had finished when it
+// started (the calibration and rate runs after the search do not count).
 uint32_t Rounds(const std::vector<crest::v1::Trial>& trials, const std::string& model);
-
-// The first ok calibration trial of `model`, or nullptr.
-const crest::v1::Trial* CalibrationTrial(const std::vector<crest::v1::Trial>& trials,
-                                         const std::string& model);
 
 // A measured latency as a select-batch time config.json accepts: whole
 // milliseconds within MindIE's range.
@@ -75,16 +75,6 @@ double SelectBatchTimeMs(double measured_ms);
 // Whether `agent` may run trials of `model`: listed in its nodes, or (with no
 // list) carrying every label of its selector.
 bool Matches(const crest::v1::ModelSpec& model, const crest::v1::AgentInfo& agent);
-
-// The parameters of a trial of `model` at maxBatchSize `point`: the search
-// parameters (SearchParametersAt: prefill half of it, at least 1; client
-// concurrency maxBatchSize - 1, or the spec's in rate mode) and, when the
-// spec calibrates, the select-batch times from the model's calibration trial
-// (never for the calibration trial itself).
-crest::v1::TrialParameters ParametersFor(const crest::v1::CampaignSpec& spec,
-                                         const std::string& model,
-                                         const std::vector<crest::v1::Trial>& trials, int64_t point,
-                                         bool calibration);
 
 // What a restart makes of the recorded trials of a campaign: those a dead
 // controller left unfinished are interrupted at `now` (and returned, to be

@@ -201,17 +201,14 @@ TEST(Rounds, OneMoreThanTheLatestRoundFinishedAtTheStart) {
   };
   EXPECT_EQ(Rounds(trials, "m"), 3u);
   EXPECT_EQ(Rounds(trials, "other"), 0u);
-}
-
-TEST(CalibrationTrial, TheOkCalibrationTrialOfTheModel) {
-  Trial failed = Calibration(1, 1);
-  failed.set_status(crest::v1::TRIAL_FAILED);
-  Trial ok = Calibration(120.4, 45.6);
-  std::vector<Trial> trials = {Outcome(435, 0, crest::v1::TRIAL_OK, 1), failed, ok};
-  const Trial* found = CalibrationTrial(trials, "m");
-  ASSERT_NE(found, nullptr);
-  EXPECT_DOUBLE_EQ(found->result().first_token_time().average_ms(), 120.4);
-  EXPECT_EQ(CalibrationTrial(trials, "other"), nullptr);
+  // The calibration and rate runs after the search are no search rounds.
+  Trial calibrated = at(Outcome(555, 0, crest::v1::TRIAL_OK, 1), 30, 40);
+  calibrated.set_calibration(true);
+  Trial rate = at(Outcome(555, 0, crest::v1::TRIAL_OK, 1), 40, 50);
+  rate.set_rate_search(true);
+  trials.push_back(calibrated);
+  trials.push_back(rate);
+  EXPECT_EQ(Rounds(trials, "m"), 3u);
 }
 
 TEST(SelectBatchTimeMs, RoundsAndClampsToMindiesRange) {
@@ -242,41 +239,6 @@ TEST(Matches, NodesListElseSelector) {
   EXPECT_TRUE(Matches(selected, a));
   (*selected.mutable_selector())["npu"] = "910B4";
   EXPECT_FALSE(Matches(selected, a));
-}
-
-TEST(ParametersFor, ConcurrencyModeDerivesPrefillAndClients) {
-  crest::v1::CampaignSpec spec;
-  auto p = ParametersFor(spec, "m", {}, 435, /*calibration=*/false);
-  EXPECT_EQ(p.max_batch_size(), 435);
-  EXPECT_EQ(p.max_prefill_batch_size(), 217);
-  EXPECT_EQ(p.concurrency(), 434u);
-  EXPECT_FALSE(p.support_select_batch());
-  auto smallest = ParametersFor(spec, "m", {}, 1, false);
-  EXPECT_EQ(smallest.max_prefill_batch_size(), 1);
-  EXPECT_EQ(smallest.concurrency(), 1u);
-}
-
-TEST(ParametersFor, RateModeUsesTheSpecsConcurrency) {
-  crest::v1::CampaignSpec spec;
-  spec.mutable_client()->set_mode(crest::v1::CLIENT_MODE_RATE);
-  spec.mutable_client()->set_concurrency(1000);
-  auto p = ParametersFor(spec, "m", {}, 500, false);
-  EXPECT_EQ(p.max_prefill_batch_size(), 250);
-  EXPECT_EQ(p.concurrency(), 1000u);
-}
-
-TEST(ParametersFor, SelectBatchTimesFromTheCalibrationTrial) {
-  crest::v1::CampaignSpec spec;
-  spec.set_calibrate(true);
-  std::vector<Trial> trials = {Calibration(120.4, 45.6)};
-  auto p = ParametersFor(spec, "m", trials, 500, /*calibration=*/false);
-  EXPECT_TRUE(p.support_select_batch());
-  EXPECT_DOUBLE_EQ(p.prefill_time_ms_per_req(), 120);
-  EXPECT_DOUBLE_EQ(p.decode_time_ms_per_req(), 46);
-  EXPECT_FALSE(ParametersFor(spec, "m", trials, 435, /*calibration=*/true).support_select_batch());
-  EXPECT_FALSE(ParametersFor(spec, "m", {}, 500, false).support_select_batch());
-  spec.set_calibrate(false);
-  EXPECT_FALSE(ParametersFor(spec, "m", trials, 500, false).support_select_batch());
 }
 
 TEST(InterruptUnfinished, OnlyTrialsThatWereRunning) {

@@ -55,7 +55,10 @@ void AddOverrides(const crest::v1::TrialParameters& p, crest::v1::StartDaemonReq
   }
 }
 
-crest::v1::BenchmarkSpec BenchmarkFor(const crest::v1::CampaignSpec& spec, const Trial& trial) {
+// `scale`: the node's sim time scale; a rate-search run's rate is in the
+// daemon's time, so a daemon running `scale` times faster gets it `scale` times.
+crest::v1::BenchmarkSpec BenchmarkFor(const crest::v1::CampaignSpec& spec, const Trial& trial,
+                                      double scale) {
   crest::v1::BenchmarkSpec bench;
   const auto& cl = spec.client();
   bench.set_api(cl.api());
@@ -63,7 +66,11 @@ crest::v1::BenchmarkSpec BenchmarkFor(const crest::v1::CampaignSpec& spec, const
   *bench.mutable_dataset() = cl.dataset();
   bench.set_model_name(trial.model());
   bench.set_concurrency(trial.parameters().concurrency());
-  if (cl.mode() == crest::v1::CLIENT_MODE_RATE) bench.set_request_rate(cl.request_rate());
+  if (trial.rate_search()) {
+    bench.set_request_rate(trial.parameters().request_rate() * (scale > 0 ? scale : 1));
+  } else if (cl.mode() == crest::v1::CLIENT_MODE_RATE) {
+    bench.set_request_rate(cl.request_rate());
+  }
   bench.set_distribution(cl.distribution());
   bench.set_request_count(cl.request_count());
   bench.set_max_output_len(cl.max_output_len());
@@ -141,48 +148,57 @@ ProbeResult TrialRunner::Probe(const crest::v1::CampaignSpec& spec) {
   return probe;
 }
 
-Trial TrialRunner::Run(
-    const crest::v1::CampaignSpec& spec, Trial trial, bool tune_host,
-    const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress) {
+std::optional<Trial> TrialRunner::Prepare(const crest::v1::CampaignSpec& spec, Trial* trial,
+                                          bool tune_host) {
   if (tune_host) {
     crest::v1::ApplyHostTuningRequest req;
     req.set_governor(spec.host().governor());
     req.set_thp(spec.host().thp());
     auto reply = client_->ApplyHostTuning(req, call_timeout_);
-    if (!reply.ok()) return EndWithError(std::move(trial), reply.status(), "host tuning");
+    if (!reply.ok()) return EndWithError(std::move(*trial), reply.status(), "host tuning");
     for (const auto& r : reply->results()) {
-      spdlog::info("campaign {}: {} on {}: {} -> {} ({})", trial.campaign_id(), r.setting(), node_,
+      spdlog::info("campaign {}: {} on {}: {} -> {} ({})", trial->campaign_id(), r.setting(), node_,
                    r.previous(), r.current(), r.message());
     }
   }
   crest::v1::StartDaemonRequest start = StartRequest(spec);
-  AddOverrides(trial.parameters(), &start);
+  AddOverrides(trial->parameters(), &start);
   auto outcome = client_->StartDaemon(start, StartCallTimeout(spec), stop_->signal());
-  if (!outcome.ok()) return EndWithError(std::move(trial), outcome.status(), "starting the daemon");
+  if (!outcome.ok()) {
+    return EndWithError(std::move(*trial), outcome.status(), "starting the daemon");
+  }
   if (!outcome->ready) {
     const auto& f = outcome->failed_event;
     client_->StopDaemon(call_timeout_).IgnoreError();
     if (stop_->signal()->cancelled()) {
-      return EndWithError(std::move(trial), absl::CancelledError("stopped"), "");
+      return EndWithError(std::move(*trial), absl::CancelledError("stopped"), "");
     }
-    return Ended(std::move(trial),
+    return Ended(std::move(*trial),
                  f.kind() == crest::v1::DAEMON_FAILURE_OUT_OF_MEMORY ? crest::v1::TRIAL_INFEASIBLE
                                                                      : crest::v1::TRIAL_FAILED,
                  absl::StrCat("daemon did not start (", crest::v1::DaemonFailure_Name(f.kind()),
                               "): ", f.reason()));
   }
-  trial.set_npu_block_num(outcome->ready_event.npu_block_num());
-  auto result = client_->RunBenchmark(BenchmarkFor(spec, trial), BenchmarkCallTimeout(spec),
+  block_num_ = outcome->ready_event.npu_block_num();
+  return std::nullopt;
+}
+
+Trial TrialRunner::Measure(
+    const crest::v1::CampaignSpec& spec, Trial trial,
+    const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress, bool keep_daemon) {
+  trial.set_npu_block_num(block_num_);
+  const double scale = registry_->options().time_scales.For(node_);
+  auto result = client_->RunBenchmark(BenchmarkFor(spec, trial, scale), BenchmarkCallTimeout(spec),
                                       on_progress, stop_->signal());
   if (!result.ok()) return EndWithError(std::move(trial), result.status(), "benchmark");
-  client_->StopDaemon(call_timeout_).IgnoreError();
+  if (!keep_daemon) client_->StopDaemon(call_timeout_).IgnoreError();
   if (stop_->signal()->cancelled()) {
     return EndWithError(std::move(trial), absl::CancelledError("stopped"), "");
   }
   *trial.mutable_result() = *result;
   // The operator's scale for this node (--sim-time-scale), never a label the
   // agent sets about itself: a label would let an agent multiply its results.
-  NormalizeTimeScale(trial.mutable_result(), registry_->options().time_scales.For(node_));
+  NormalizeTimeScale(trial.mutable_result(), scale);
   for (std::string& flag : TrustFlags(trial)) trial.add_flags(std::move(flag));
   if (result->succeeded() == 0) {
     std::vector<std::string> why;
@@ -191,6 +207,31 @@ Trial TrialRunner::Run(
                  absl::StrCat("no request succeeded (", absl::StrJoin(why, ", "), ")"));
   }
   return Ended(std::move(trial), crest::v1::TRIAL_OK, "");
+}
+
+Trial TrialRunner::Run(
+    const crest::v1::CampaignSpec& spec, Trial trial, bool tune_host,
+    const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress) {
+  if (auto ended = Prepare(spec, &trial, tune_host)) return *std::move(ended);
+  return Measure(spec, std::move(trial), on_progress, /*keep_daemon=*/false);
+}
+
+void TrialRunner::RunSweep(
+    const crest::v1::CampaignSpec& spec, Trial first, bool tune_host,
+    const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
+    const std::function<std::optional<Trial>(Trial ended)>& next) {
+  if (auto ended = Prepare(spec, &first, tune_host)) {
+    next(*std::move(ended));
+    return;
+  }
+  std::optional<Trial> trial = std::move(first);
+  while (trial) {
+    // The daemon stays up between runs; a run that fails stops it itself.
+    trial = next(Measure(spec, *std::move(trial), on_progress, /*keep_daemon=*/true));
+  }
+  // A lost node is not waited for: the controller stops what it left once
+  // the node is heard from again.
+  if (registry_->IsReady(node_)) client_->StopDaemon(call_timeout_).IgnoreError();
 }
 
 }  // namespace crest::controller

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -74,7 +75,25 @@ class TrialRunner {
   crest::v1::Trial Run(const crest::v1::CampaignSpec& spec, crest::v1::Trial trial, bool tune_host,
                        const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress);
 
+  // Runs `first` and then, on the same daemon (no restart: its runs differ
+  // only in client parameters), each trial `next(ended)` returns, until it
+  // returns nullopt; then stops the daemon. Every ended trial goes to `next`,
+  // a failed start included.
+  void RunSweep(const crest::v1::CampaignSpec& spec, crest::v1::Trial first, bool tune_host,
+                const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
+                const std::function<std::optional<crest::v1::Trial>(crest::v1::Trial ended)>& next);
+
  private:
+  // Host tuning when asked, then the daemon with the trial's overrides:
+  // nullopt when it is ready, else the trial as it ended.
+  std::optional<crest::v1::Trial> Prepare(const crest::v1::CampaignSpec& spec,
+                                          crest::v1::Trial* trial, bool tune_host);
+  // The benchmark on the ready daemon; stops it after unless `keep_daemon`
+  // (and always when the run fails).
+  crest::v1::Trial Measure(
+      const crest::v1::CampaignSpec& spec, crest::v1::Trial trial,
+      const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
+      bool keep_daemon);
   crest::v1::TrialStatus Classify(const absl::Status& status, std::string* reason);
   crest::v1::Trial EndWithError(crest::v1::Trial trial, const absl::Status& status,
                                 const std::string& what);
@@ -84,6 +103,7 @@ class TrialRunner {
   AgentRegistry* registry_;
   absl::Duration call_timeout_;
   JobStop* stop_;
+  int64_t block_num_ = 0;  // npuBlockNum of the daemon started last
 };
 
 }  // namespace crest::controller

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/fake_clock.h"
+#include "controller/spec_limits.h"
 #include "controller/testing/fake_agent_client.h"
 #include "controller/trial_outcomes.h"
 
@@ -28,7 +29,7 @@ class TrialRunnerTest : public ::testing::Test {
     t.set_campaign_id("c1");
     t.set_model("m");
     t.set_node("a");
-    *t.mutable_parameters() = ParametersFor(spec_, "m", {}, point, false);
+    *t.mutable_parameters() = SearchParametersAt(spec_, point);
     TrialRunner runner(agent_, "a", &registry_, absl::Seconds(1), &stop_);
     return runner.Run(spec_, t, tune_host, nullptr);
   }
@@ -82,7 +83,7 @@ TEST(TrialRunnerTimeScaleTest, TheOperatorsScaleNotTheAgentsLabel) {
   t.set_campaign_id("c1");
   t.set_model("m");
   t.set_node("a");
-  *t.mutable_parameters() = ParametersFor(spec, "m", {}, 500, false);
+  *t.mutable_parameters() = SearchParametersAt(spec, 500);
   JobStop stop;
   TrialRunner runner(agent, "a", &registry, absl::Seconds(1), &stop);
   crest::v1::Trial done = runner.Run(spec, t, false, nullptr);

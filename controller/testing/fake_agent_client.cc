@@ -1,5 +1,7 @@
 #include "controller/testing/fake_agent_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace crest::controller::testing {
@@ -17,6 +19,16 @@ void FakeAgent::SetLatencies(double first_token_ms, double decode_ms) {
   first_token_ms_ = first_token_ms;
   decode_ms_ = decode_ms;
 }
+void FakeAgent::SetSelectBatchFactor(double factor) {
+  absl::MutexLock lock(&mu_);
+  select_batch_factor_ = factor;
+}
+
+void FakeAgent::SetTokensPerRequest(double tokens) {
+  absl::MutexLock lock(&mu_);
+  tokens_per_request_ = tokens;
+}
+
 void FakeAgent::SetOomAbove(int64_t max_batch_size) {
   absl::MutexLock lock(&mu_);
   oom_above_ = max_batch_size;
@@ -115,8 +127,10 @@ absl::StatusOr<DaemonOutcome> FakeAgent::StartDaemon(const crest::v1::StartDaemo
   if (unreachable_) return Unreachable();
   starts_.push_back(request);
   int64_t batch = 200;  // the config.json default
+  bool select_batch = false;
   for (const auto& o : request.overrides()) {
     if (o.key() == "maxBatchSize") batch = o.int_value();
+    if (o.key() == "supportSelectBatch") select_batch = o.bool_value();
   }
   DaemonOutcome out;
   if (batch > oom_above_) {
@@ -126,6 +140,8 @@ absl::StatusOr<DaemonOutcome> FakeAgent::StartDaemon(const crest::v1::StartDaemo
   }
   daemons_ = 1;
   running_batch_ = batch;
+  running_select_batch_ = select_batch;
+  ++pid_;
   out.ready = true;
   out.ready_event.set_npu_block_num(blocks_);
   return out;
@@ -171,8 +187,11 @@ absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
     mu_.Lock();
   }
   crest::v1::BenchmarkResult r;
-  double speed = curve_(running_batch_);
+  double speed = curve_(running_batch_) * (running_select_batch_ ? select_batch_factor_ : 1);
+  if (spec.request_rate() > 0) speed = std::min(speed, spec.request_rate() * tokens_per_request_);
   r.set_generate_speed(speed);
+  r.set_qps(speed / tokens_per_request_);
+  r.set_daemon_pid(pid_);
   r.set_concurrency(spec.concurrency());
   r.set_generate_speed_per_client(spec.concurrency() > 0 ? speed / spec.concurrency() : 0);
   r.mutable_first_token_time()->set_average_ms(first_token_ms_);

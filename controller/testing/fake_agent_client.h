@@ -26,6 +26,11 @@ class FakeAgent final : public AgentClient {
   void SetCurve(std::function<double(int64_t)> curve);
   // Average FirstTokenTime and DecodeTime of every benchmark (ms).
   void SetLatencies(double first_token_ms, double decode_ms);
+  // GenerateSpeed is multiplied by this while supportSelectBatch is on.
+  void SetSelectBatchFactor(double factor);
+  // Output tokens per request: QPS = GenerateSpeed / this, and a rate-mode
+  // run gives min(curve, rate x this).
+  void SetTokensPerRequest(double tokens);
   // Daemon starts with maxBatchSize above this fail with OUT_OF_MEMORY.
   void SetOomAbove(int64_t max_batch_size);
   void SetUnreachable(bool unreachable);
@@ -83,6 +88,10 @@ class FakeAgent final : public AgentClient {
   int tunings_restored_ ABSL_GUARDED_BY(mu_) = 0;
   int daemons_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t running_batch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_select_batch_ ABSL_GUARDED_BY(mu_) = false;
+  double select_batch_factor_ ABSL_GUARDED_BY(mu_) = 1;
+  double tokens_per_request_ ABSL_GUARDED_BY(mu_) = 100;
+  int32_t pid_ ABSL_GUARDED_BY(mu_) = 1000;
   std::vector<crest::v1::StartDaemonRequest> starts_ ABSL_GUARDED_BY(mu_);
   std::vector<crest::v1::BenchmarkSpec> benchmarks_ ABSL_GUARDED_BY(mu_);
 };

@@ -324,6 +324,52 @@ TEST_F(AgentProcessTest, BenchmarkThroughRpcMatchesCrestBenchAlone) {
   EXPECT_EQ((*agent)->Terminate(), 0);
 }
 
+// The rate search's premise: runs that change only client parameters go to
+// the running daemon, which is not restarted between them.
+TEST_F(AgentProcessTest, BenchmarksWithNewClientParametersReuseTheRunningDaemon) {
+  auto agent = AgentProcess::Start(Args());
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto stub = Stub((*agent)->address());
+  grpc::Status status;
+  crest::v1::DaemonEvent ready = StartDaemon(*stub, {}, &status);
+  ASSERT_TRUE(ready.has_ready()) << ready.DebugString();
+  const int32_t pid = ready.ready().pid();
+  ASSERT_GT(pid, 0);
+  auto run = [&](uint32_t concurrency, double rate) {
+    crest::v1::RunBenchmarkRequest req;
+    req.mutable_spec()->set_concurrency(concurrency);
+    req.mutable_spec()->set_request_rate(rate);
+    req.mutable_spec()->set_request_count(16);
+    req.mutable_spec()->set_max_output_len(8);
+    grpc::ClientContext ctx;
+    Deadline(ctx, 60);
+    auto reader = stub->RunBenchmark(&ctx, req);
+    crest::v1::BenchmarkEvent e;
+    crest::v1::BenchmarkResult result;
+    while (reader->Read(&e)) {
+      if (e.has_result()) result = e.result();
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return result;
+  };
+  crest::v1::BenchmarkResult first = run(4, 0);
+  crest::v1::BenchmarkResult second = run(1000, 200);
+  crest::v1::BenchmarkResult third = run(1000, 400);
+  EXPECT_EQ(first.succeeded(), 16u);
+  EXPECT_EQ(third.succeeded(), 16u);
+  EXPECT_EQ(first.daemon_pid(), pid);
+  EXPECT_EQ(second.daemon_pid(), pid);
+  EXPECT_EQ(third.daemon_pid(), pid);
+  grpc::ClientContext ctx;
+  Deadline(ctx);
+  crest::v1::DaemonStatus daemon;
+  ASSERT_TRUE(stub->GetDaemonStatus(&ctx, {}, &daemon).ok());
+  EXPECT_EQ(daemon.state(), crest::v1::DAEMON_READY);
+  EXPECT_EQ(daemon.pid(), pid);
+  EXPECT_EQ(daemon.restarts(), 1u);  // started once, for all three runs
+  EXPECT_EQ((*agent)->Terminate(), 0);
+}
+
 TEST_F(AgentProcessTest, TlsRefusesClientsWithoutTheRightCertificate) {
   auto ca = crest::testing::TestCa::Create(dir_.path(), "good");
   auto other = crest::testing::TestCa::Create(dir_.path(), "other");

@@ -1,8 +1,8 @@
 // End to end: a real crest-controller and real crest-agents (each running its
 // own mindie-sim) on loopback with mutual TLS from a throwaway CA, driven by
 // the real `crest` CLI. Covers a full campaign, controller SIGKILL + resume,
-// agent SIGKILL mid-trial + retry elsewhere, the select-batch calibration, and
-// bad specs / bad flags.
+// agent SIGKILL mid-trial + retry elsewhere, and bad specs / bad flags (the
+// select-batch calibration and the rate search: after_search_e2e_test.cc).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -176,52 +176,6 @@ client: {request_count: 400, max_output_len: 64}
   for (const auto& a : j) {
     EXPECT_EQ(a["state"], a["node"] == "node-1" ? "lost" : "ready") << a.dump();
   }
-}
-
-TEST_F(CampaignE2e, CalibrationSetsSelectBatchFromTheMeasuredLatencies) {
-  // The controller knows the node's time scale (--sim-time-scale), so latencies
-  // are recorded in simulated time (tens of ms, as on an NPU) rather than as the
-  // 200x faster wall-clock figures.
-  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", kTimeScale);
-  StartController(dir_.File("ctl"), "node-1=" + a1,
-                  {"--sim-time-scale", absl::StrCat("node-1=", kTimeScale)});
-  ASSERT_TRUE(controller_->WaitForLine("agent node-1 at", kStartup).ok());
-  std::string id = Submit(R"(name: cal
-models: [{name: LLaMa3-8B}]
-search: {strategy: practice, range: [100, 300], initial: 100, tolerance: 0.5}
-client: {request_count: 400, max_output_len: 64, task_kind: stream}
-calibrate: true
-)");
-  CommandResult watch = Watch(id);
-  EXPECT_EQ(watch.code, 0) << watch.output;
-  nlohmann::json report = Report(id);
-  EXPECT_EQ(report["state"], "succeeded");
-  const auto& m = Model(report, "LLaMa3-8B");
-  ASSERT_EQ(m["trials"].size(), 4u) << m.dump(2);
-  // The practice's step 2: measure at the start point without select batch, then
-  // turn it on with the measured average first-token and decode latencies.
-  const auto& cal = m["trials"][0];
-  EXPECT_TRUE(cal["calibration"].get<bool>());
-  EXPECT_EQ(cal["status"], "ok");
-  EXPECT_EQ(cal["maxBatchSize"], 100);
-  EXPECT_FALSE(cal["supportSelectBatch"].get<bool>());
-  // Whole milliseconds within MindIE's [1, 1000]: under this load the first
-  // token can wait longer than a second.
-  auto as_config = [](double ms) { return std::clamp(std::round(ms), 1.0, 1000.0); };
-  const double prefill = as_config(cal["FirstTokenTime"].get<double>());
-  const double decode = as_config(cal["DecodeTime"].get<double>());
-  EXPECT_GT(prefill, 1);
-  EXPECT_GT(decode, 1);
-  for (size_t i = 1; i < m["trials"].size(); ++i) {
-    const auto& t = m["trials"][i];
-    EXPECT_FALSE(t["calibration"].get<bool>()) << t.dump();
-    EXPECT_EQ(t["status"], "ok") << t.dump();
-    EXPECT_TRUE(t["supportSelectBatch"].get<bool>()) << t.dump();
-    EXPECT_EQ(t["prefillTimeMsPerReq"].get<double>(), prefill) << t.dump();
-    EXPECT_EQ(t["decodeTimeMsPerReq"].get<double>(), decode) << t.dump();
-  }
-  EXPECT_EQ(OkPerPoint(m).size(), 3u);  // 100, 200, 300 with select batch on
-  EXPECT_TRUE(m["best"]["supportSelectBatch"].get<bool>()) << m["best"].dump();
 }
 
 TEST_F(CampaignE2e, BadSpecsAndBadFlagsGetClearErrors) {

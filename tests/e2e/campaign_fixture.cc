@@ -173,7 +173,7 @@ const nlohmann::json& CampaignFixture::Model(const nlohmann::json& report,
 std::map<int64_t, int> CampaignFixture::OkPerPoint(const nlohmann::json& model) {
   std::map<int64_t, int> ok;
   for (const auto& t : model["trials"]) {
-    if (t["status"] == "ok" && !t["calibration"].get<bool>()) {
+    if (t["status"] == "ok" && !t["calibration"].get<bool>() && !t.value("rateSearch", false)) {
       ++ok[t["maxBatchSize"].get<int64_t>() * 1000 + t["repeat"].get<int64_t>()];
     }
   }
@@ -208,7 +208,7 @@ void CampaignFixture::ExpectNothingLostOrCountedTwice(const nlohmann::json& mode
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int, std::string>>> attempts;
   for (const auto& t : model["trials"]) {
     EXPECT_TRUE(ids.insert(t["id"].get<std::string>()).second) << "trial twice: " << t.dump();
-    if (t["calibration"].get<bool>()) continue;
+    if (t["calibration"].get<bool>() || t.value("rateSearch", false)) continue;
     attempts[{t["maxBatchSize"].get<int64_t>(), t["repeat"].get<int64_t>()}].emplace_back(
         t["attempt"].get<int>(), t["status"].get<std::string>());
   }

@@ -1,0 +1,298 @@
+#include "controller/after_search.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include "controller/kv_blocks.h"
+#include "controller/report.h"
+#include "controller/spec_limits.h"
+#include "controller/trial_outcomes.h"
+
+namespace crest::controller {
+namespace {
+
+using crest::v1::Trial;
+
+// The rate search's automatic start, as a share of the QPS measured at the
+// chosen configuration (which saturates the batch): low enough that the
+// first steps still rise.
+constexpr double kAutoStartShare = 0.7;
+
+bool OkTrusted(const Trial& t) { return t.status() == crest::v1::TRIAL_OK && t.flags_size() == 0; }
+
+// A fall beyond `band` (relative) from `before` to `after`.
+bool FellBeyond(double before, double after, double band) { return after < before * (1 - band); }
+
+}  // namespace
+
+std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
+                                         const std::string& model, int64_t npu_block_num,
+                                         const std::vector<Trial>& trials) {
+  auto strategy = MakeStrategy(spec.search().strategy());
+  if (!strategy.ok()) return std::nullopt;
+  const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
+  const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
+  const auto finished = FinishedPoints(Slots(trials, model, false, max_attempts),
+                                       std::max<uint32_t>(1, spec.search().repeats()));
+  std::optional<SearchAnswer> answer = (*strategy)->Best(space, finished);
+  if (!answer) return std::nullopt;
+  ChosenPoint chosen;
+  chosen.answer = *answer;
+  chosen.noise = answer->noise.value_or(space.noise_prior);
+  int n = 0;
+  for (const auto& t : trials) {
+    if (t.model() != model || t.calibration() || t.rate_search() || !OkTrusted(t) ||
+        t.parameters().max_batch_size() != answer->point) {
+      continue;
+    }
+    chosen.first_token_ms += t.result().first_token_time().average_ms();
+    chosen.decode_ms += t.result().decode_time().average_ms();
+    chosen.qps += t.result().qps();
+    chosen.speed_per_client += t.result().generate_speed_per_client();
+    ++n;
+  }
+  if (n > 0) {
+    chosen.first_token_ms /= n;
+    chosen.decode_ms /= n;
+    chosen.qps /= n;
+    chosen.speed_per_client /= n;
+  }
+  return chosen;
+}
+
+crest::v1::TrialParameters CalibrationParameters(const crest::v1::CampaignSpec& spec,
+                                                 const ChosenPoint& chosen) {
+  crest::v1::TrialParameters p = SearchParametersAt(spec, chosen.answer.point);
+  p.set_support_select_batch(true);
+  p.set_prefill_time_ms_per_req(SelectBatchTimeMs(chosen.first_token_ms));
+  p.set_decode_time_ms_per_req(SelectBatchTimeMs(chosen.decode_ms));
+  return p;
+}
+
+uint32_t CalibrationRuns(const crest::v1::CampaignSpec& spec) {
+  return std::max<uint32_t>(1, spec.search().repeats());
+}
+
+crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& spec,
+                                                 const std::string& model,
+                                                 const std::vector<Trial>& trials,
+                                                 const ChosenPoint& chosen) {
+  crest::v1::CalibrationReport r;
+  const int64_t point = chosen.answer.point;
+  r.set_max_batch_size(point);
+  r.set_generate_speed_before(chosen.answer.objective);
+  r.set_runs_before(static_cast<uint32_t>(chosen.answer.runs));
+  if (spec.client().task_kind() == crest::v1::TASK_KIND_TEXT) {
+    r.set_outcome("skipped");
+    r.set_reason(
+        "client.task_kind text measures no first-token or decode latency (one reply per "
+        "request): calibration skipped");
+    return r;
+  }
+  if (chosen.first_token_ms <= 0 || chosen.decode_ms <= 0) {
+    r.set_outcome("skipped");
+    r.set_reason(absl::StrCat("no first-token or decode latency was measured at maxBatchSize ",
+                              point, ": calibration skipped"));
+    return r;
+  }
+  const crest::v1::TrialParameters p = CalibrationParameters(spec, chosen);
+  r.set_prefill_time_ms_per_req(p.prefill_time_ms_per_req());
+  r.set_decode_time_ms_per_req(p.decode_time_ms_per_req());
+  const uint32_t runs = CalibrationRuns(spec);
+  const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
+  auto slots = Slots(trials, model, /*calibration=*/true, max_attempts);
+  std::vector<double> after;
+  uint32_t ended = 0;
+  for (uint32_t rep = 0; rep < runs; ++rep) {
+    auto it = slots.find({point, rep});
+    if (it == slots.end()) continue;
+    const Slot& s = it->second;
+    if (s.infeasible || s.failed) {
+      r.set_outcome("dropped");
+      r.set_reason(absl::StrCat("the calibrated run at maxBatchSize ", point, " did not finish (",
+                                s.reason, "): supportSelectBatch stays off"));
+      return r;
+    }
+    if (s.ok) {
+      ++ended;
+      if (!s.untrusted) after.push_back(s.speed);
+    }
+  }
+  if (ended < runs) {
+    r.set_outcome("pending");
+    r.set_reason(absl::StrCat(ended, " of ", runs, " calibrated runs measured"));
+    return r;
+  }
+  if (after.empty()) {
+    r.set_outcome("dropped");
+    r.set_reason("every calibrated run was flagged (docs/search.md): supportSelectBatch stays off");
+    return r;
+  }
+  double mean = 0;
+  for (double v : after) mean += v;
+  mean /= static_cast<double>(after.size());
+  r.set_generate_speed_after(mean);
+  r.set_runs_after(static_cast<uint32_t>(after.size()));
+  const double band = NoiseBand(chosen.noise, chosen.answer.runs, after.size());
+  r.set_band(band);
+  const double change = chosen.answer.objective > 0 ? mean / chosen.answer.objective - 1 : 0;
+  if (FellBeyond(chosen.answer.objective, mean, band)) {
+    r.set_outcome("dropped");
+    r.set_reason(absl::StrFormat(
+        "throughput fell %.1f%% with supportSelectBatch (%.1f -> %.1f tokens/s), beyond the "
+        "noise band of %.1f%%: supportSelectBatch stays off",
+        -100 * change, chosen.answer.objective, mean, 100 * band));
+  } else {
+    r.set_outcome("kept");
+    r.set_reason(absl::StrFormat(
+        "throughput %s %.1f%% with supportSelectBatch (%.1f -> %.1f tokens/s; noise band %.1f%%)",
+        change >= 0 ? "rose" : "fell only", 100 * std::abs(change), chosen.answer.objective, mean,
+        100 * band));
+  }
+  return r;
+}
+
+FinalConfig FinalConfigOf(const crest::v1::CampaignSpec& spec, const ChosenPoint& chosen,
+                          const crest::v1::CalibrationReport* calibration,
+                          const std::vector<Trial>& trials, const std::string& model) {
+  FinalConfig f;
+  f.calibrated = calibration != nullptr && calibration->outcome() == "kept";
+  if (!f.calibrated) {
+    f.parameters = SearchParametersAt(spec, chosen.answer.point);
+    f.generate_speed = chosen.answer.objective;
+    f.generate_speed_per_client = chosen.speed_per_client;
+    f.qps = chosen.qps;
+    f.runs = static_cast<uint32_t>(chosen.answer.runs);
+    return f;
+  }
+  f.parameters = CalibrationParameters(spec, chosen);
+  f.generate_speed = calibration->generate_speed_after();
+  f.runs = calibration->runs_after();
+  int n = 0;
+  for (const auto& t : trials) {
+    if (t.model() != model || !t.calibration() || !OkTrusted(t) ||
+        t.parameters().max_batch_size() != chosen.answer.point) {
+      continue;
+    }
+    f.generate_speed_per_client += t.result().generate_speed_per_client();
+    f.qps += t.result().qps();
+    ++n;
+  }
+  if (n > 0) {
+    f.generate_speed_per_client /= n;
+    f.qps /= n;
+  }
+  return f;
+}
+
+crest::v1::RateSearchReport EvaluateRateSearch(const crest::v1::CampaignSpec& spec,
+                                               const std::string& model,
+                                               const std::vector<Trial>& trials,
+                                               const FinalConfig& config, double noise,
+                                               std::optional<RateRun>* next) {
+  const crest::v1::RateSearchSpec& rs = spec.rate_search();
+  crest::v1::RateSearchReport r;
+  r.set_max_batch_size(config.parameters.max_batch_size());
+  r.set_concurrency(rs.concurrency());
+  const double band = NoiseBand(noise, 1, 1);
+  r.set_band(band);
+  if (next != nullptr) next->reset();
+  const double start = rs.start() > 0 ? rs.start() : kAutoStartShare * config.qps;
+  if (start <= 0) {
+    r.set_done(true);
+    r.set_reason(
+        "no QPS was measured at the chosen configuration to start from: set rate_search.start");
+    return r;
+  }
+  const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
+  auto finish = [&](const std::string& reason) {
+    r.set_done(true);
+    r.set_reason(reason);
+    // The highest rate that still rose; the first when none after it did.
+    for (const auto& p : r.points()) {
+      if (p.status() != "ok") continue;
+      if (p.rises() || r.best_rate() == 0) {
+        r.set_best_rate(p.request_rate());
+        r.set_best_generate_speed(p.generate_speed());
+      }
+    }
+  };
+  double rate = start;
+  double previous = 0;
+  for (uint32_t i = 0; i < rs.max_runs(); ++i, rate *= rs.factor()) {
+    // This rate's attempts, in order.
+    const Trial* ended = nullptr;
+    int attempts = 0;
+    bool running = false;
+    for (const auto& t : trials) {
+      if (t.model() != model || !t.rate_search() || t.repeat() != i) continue;
+      ++attempts;
+      if (!IsFinal(t.status())) running = true;
+      if (t.status() != crest::v1::TRIAL_INTERRUPTED && IsFinal(t.status())) ended = &t;
+    }
+    if (ended == nullptr) {
+      if (running) return r;
+      if (attempts >= max_attempts) {
+        finish(
+            absl::StrFormat("the run at %.4g requests/s was interrupted %d times", rate, attempts));
+        return r;
+      }
+      if (next != nullptr) {
+        RateRun run;
+        run.index = i;
+        run.attempt = static_cast<uint32_t>(attempts + 1);
+        run.parameters = config.parameters;
+        run.parameters.set_concurrency(rs.concurrency());
+        run.parameters.set_request_rate(rate);
+        *next = run;
+      }
+      return r;
+    }
+    crest::v1::RatePoint* p = r.add_points();
+    p->set_request_rate(ended->parameters().request_rate());
+    p->set_status(TrialStatusName(ended->status()));
+    p->set_trial(ended->id());
+    p->set_daemon_pid(ended->result().daemon_pid());
+    if (ended->status() != crest::v1::TRIAL_OK) {
+      finish(absl::StrFormat("the run at %.4g requests/s ended %s (%s)", rate, p->status(),
+                             ended->reason()));
+      return r;
+    }
+    const double speed = ended->result().generate_speed();
+    p->set_generate_speed(speed);
+    p->set_qps(ended->result().qps());
+    if (ended->flags_size() > 0) {
+      p->set_status("flagged");
+      finish(absl::StrFormat(
+          "the run at %.4g requests/s was flagged (%s): its throughput is not the server's", rate,
+          ended->flags(0)));
+      return r;
+    }
+    if (i > 0) {
+      p->set_rises(speed > previous * (1 + band));
+      if (!p->rises()) {
+        finish(absl::StrFormat(
+            "throughput stopped rising at %.4g requests/s (%.1f -> %.1f tokens/s, within the "
+            "noise band of %.1f%%)",
+            rate, previous, speed, 100 * band));
+        return r;
+      }
+    }
+    previous = speed;
+  }
+  finish(absl::StrCat("max_runs (", rs.max_runs(), ") measured; throughput still rose"));
+  return r;
+}
+
+bool SameServerConfig(const crest::v1::TrialParameters& a, const crest::v1::TrialParameters& b) {
+  return a.max_batch_size() == b.max_batch_size() &&
+         a.max_prefill_batch_size() == b.max_prefill_batch_size() &&
+         a.support_select_batch() == b.support_select_batch() &&
+         a.prefill_time_ms_per_req() == b.prefill_time_ms_per_req() &&
+         a.decode_time_ms_per_req() == b.decode_time_ms_per_req();
+}
+
+}  // namespace crest::controller

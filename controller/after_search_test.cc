@@ -1,0 +1,301 @@
+#include "controller/after_search.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+#include "controller/schedule_plan.h"
+#include "controller/spec_parser.h"
+#include "controller/store.h"
+
+namespace crest::controller {
+namespace {
+
+using crest::v1::Trial;
+using ::testing::HasSubstr;
+
+crest::v1::CampaignSpec SpecOf(const std::string& extra) {
+  ParsedSpec parsed = ParseAndValidateCampaignSpec(
+      "name: a\nmodels: [{name: m}]\nsearch: {strategy: practice, range: [100, 300], "
+      "initial: 100}\n" +
+      extra);
+  EXPECT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
+  return parsed.spec;
+}
+
+int next_id = 1;
+
+// A search run of "m" at `point` (latencies 120.4 / 45.6 ms, QPS speed / 100).
+Trial Search(int64_t point, double speed, uint32_t repeat = 0) {
+  Trial t;
+  t.set_id(absl::StrCat("c1-t", next_id++));
+  t.set_model("m");
+  t.mutable_parameters()->set_max_batch_size(point);
+  t.mutable_parameters()->set_max_prefill_batch_size(point / 2);
+  t.set_repeat(repeat);
+  t.set_status(crest::v1::TRIAL_OK);
+  t.mutable_result()->set_generate_speed(speed);
+  t.mutable_result()->set_qps(speed / 100);
+  t.mutable_result()->mutable_first_token_time()->set_average_ms(120.4);
+  t.mutable_result()->mutable_decode_time()->set_average_ms(45.6);
+  return t;
+}
+
+// The ladder 100 / 200 / 300 with its best at 200 (2000 tok/s).
+std::vector<Trial> Ladder() { return {Search(100, 1500), Search(200, 2000), Search(300, 1500)}; }
+
+Trial Calibrated(double speed, uint32_t repeat = 0,
+                 crest::v1::TrialStatus status = crest::v1::TRIAL_OK) {
+  Trial t = Search(200, speed, repeat);
+  t.set_calibration(true);
+  t.set_status(status);
+  t.mutable_parameters()->set_support_select_batch(true);
+  return t;
+}
+
+Trial RateRunAt(double rate, uint32_t index, double speed,
+                crest::v1::TrialStatus status = crest::v1::TRIAL_OK) {
+  Trial t = Search(200, speed, index);
+  t.set_rate_search(true);
+  t.set_status(status);
+  t.mutable_parameters()->set_request_rate(rate);
+  t.mutable_parameters()->set_concurrency(1000);
+  t.mutable_result()->set_daemon_pid(4242);
+  return t;
+}
+
+ChosenPoint Chosen(const crest::v1::CampaignSpec& spec, const std::vector<Trial>& trials) {
+  auto chosen = ChosenPointOf(spec, "m", 0, trials);
+  EXPECT_TRUE(chosen.has_value());
+  return chosen.value_or(ChosenPoint{});
+}
+
+TEST(ChosenPointOf, TheAnswerWithTheMeansOfItsRuns) {
+  auto spec = SpecOf("");
+  std::vector<Trial> trials = Ladder();
+  trials.push_back(RateRunAt(99, 0, 9999));  // never a search point
+  ChosenPoint c = Chosen(spec, trials);
+  EXPECT_EQ(c.answer.point, 200);
+  EXPECT_DOUBLE_EQ(c.answer.objective, 2000);
+  EXPECT_DOUBLE_EQ(c.first_token_ms, 120.4);
+  EXPECT_DOUBLE_EQ(c.qps, 20);
+  EXPECT_DOUBLE_EQ(c.noise, 0.02);  // nothing ran twice: the prior
+  EXPECT_FALSE(ChosenPointOf(spec, "m", 0, {}).has_value());
+}
+
+TEST(EvaluateCalibration, PendingThenKeptWithinTheBand) {
+  auto spec = SpecOf("calibrate: true\n");
+  std::vector<Trial> trials = Ladder();
+  ChosenPoint c = Chosen(spec, trials);
+  auto pending = EvaluateCalibration(spec, "m", trials, c);
+  EXPECT_EQ(pending.outcome(), "pending");
+  EXPECT_DOUBLE_EQ(pending.prefill_time_ms_per_req(), 120);
+  EXPECT_DOUBLE_EQ(pending.decode_time_ms_per_req(), 46);
+  auto p = CalibrationParameters(spec, c);
+  EXPECT_TRUE(p.support_select_batch());
+  EXPECT_EQ(p.max_batch_size(), 200);
+  EXPECT_EQ(p.max_prefill_batch_size(), 100);
+  // 3% down is inside 2 x 2% x sqrt(1 + 1) = 5.66%: kept.
+  trials.push_back(Calibrated(1940));
+  auto kept = EvaluateCalibration(spec, "m", trials, c);
+  EXPECT_EQ(kept.outcome(), "kept");
+  EXPECT_DOUBLE_EQ(kept.generate_speed_before(), 2000);
+  EXPECT_DOUBLE_EQ(kept.generate_speed_after(), 1940);
+  EXPECT_NEAR(kept.band(), 0.0566, 1e-4);
+  EXPECT_THAT(kept.reason(), HasSubstr("fell only 3.0%"));
+  FinalConfig f = FinalConfigOf(spec, c, &kept, trials, "m");
+  EXPECT_TRUE(f.calibrated);
+  EXPECT_TRUE(f.parameters.support_select_batch());
+  EXPECT_DOUBLE_EQ(f.generate_speed, 1940);
+  EXPECT_DOUBLE_EQ(f.qps, 19.4);
+}
+
+TEST(EvaluateCalibration, DroppedBeyondTheBandOrWhenTheRunFailed) {
+  auto spec = SpecOf("calibrate: true\n");
+  std::vector<Trial> trials = Ladder();
+  ChosenPoint c = Chosen(spec, trials);
+  std::vector<Trial> fell = trials;
+  fell.push_back(Calibrated(1800));
+  auto dropped = EvaluateCalibration(spec, "m", fell, c);
+  EXPECT_EQ(dropped.outcome(), "dropped");
+  EXPECT_THAT(dropped.reason(), HasSubstr("fell 10.0%"));
+  FinalConfig f = FinalConfigOf(spec, c, &dropped, fell, "m");
+  EXPECT_FALSE(f.parameters.support_select_batch());
+  EXPECT_DOUBLE_EQ(f.generate_speed, 2000);
+  std::vector<Trial> failed = trials;
+  failed.push_back(Calibrated(0, 0, crest::v1::TRIAL_FAILED));
+  failed.back().set_reason("daemon did not start");
+  auto no_run = EvaluateCalibration(spec, "m", failed, c);
+  EXPECT_EQ(no_run.outcome(), "dropped");
+  EXPECT_THAT(no_run.reason(), HasSubstr("daemon did not start"));
+  std::vector<Trial> flagged = trials;
+  flagged.push_back(Calibrated(2500));
+  flagged.back().add_flags("client_bound");
+  EXPECT_EQ(EvaluateCalibration(spec, "m", flagged, c).outcome(), "dropped");
+}
+
+TEST(EvaluateCalibration, RepeatsAreAveragedAndAnInterruptedRunIsPending) {
+  auto spec = SpecOf(
+      "search: {strategy: practice, range: [100, 300], initial: 100, repeats: 2}\n"
+      "calibrate: true\n");
+  std::vector<Trial> trials = {Search(100, 1500),    Search(100, 1500, 1), Search(200, 2000),
+                               Search(200, 2000, 1), Search(300, 1500),    Search(300, 1500, 1)};
+  ChosenPoint c = Chosen(spec, trials);
+  trials.push_back(Calibrated(2100));
+  trials.push_back(Calibrated(0, 1, crest::v1::TRIAL_INTERRUPTED));
+  EXPECT_EQ(EvaluateCalibration(spec, "m", trials, c).outcome(), "pending");
+  trials.push_back(Calibrated(2300, 1));
+  auto kept = EvaluateCalibration(spec, "m", trials, c);
+  EXPECT_EQ(kept.outcome(), "kept");
+  EXPECT_DOUBLE_EQ(kept.generate_speed_after(), 2200);
+  EXPECT_EQ(kept.runs_after(), 2u);
+}
+
+TEST(EvaluateCalibration, SkippedInTextModeOrWithoutLatencies) {
+  auto text = SpecOf("client: {task_kind: text}\ncalibrate: true\n");
+  std::vector<Trial> trials = Ladder();
+  auto skipped = EvaluateCalibration(text, "m", trials, Chosen(text, trials));
+  EXPECT_EQ(skipped.outcome(), "skipped");
+  EXPECT_THAT(skipped.reason(), HasSubstr("task_kind text measures no first-token"));
+  auto spec = SpecOf("calibrate: true\n");
+  for (auto& t : trials) t.mutable_result()->clear_first_token_time();
+  EXPECT_EQ(EvaluateCalibration(spec, "m", trials, Chosen(spec, trials)).outcome(), "skipped");
+}
+
+FinalConfig Config(const crest::v1::CampaignSpec& spec, const std::vector<Trial>& trials) {
+  return FinalConfigOf(spec, Chosen(spec, trials), nullptr, trials, "m");
+}
+
+TEST(EvaluateRateSearch, ClimbsByTheFactorUntilThroughputStopsRising) {
+  auto spec = SpecOf("rate_search: {start: 10, factor: 2}\n");
+  std::vector<Trial> trials = Ladder();
+  const FinalConfig config = Config(spec, trials);
+  std::optional<RateRun> next;
+  auto r = EvaluateRateSearch(spec, "m", trials, config, 0.02, &next);
+  EXPECT_FALSE(r.done());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->index, 0u);
+  EXPECT_EQ(next->attempt, 1u);
+  EXPECT_DOUBLE_EQ(next->parameters.request_rate(), 10);
+  EXPECT_EQ(next->parameters.concurrency(), 1000u);
+  EXPECT_EQ(next->parameters.max_batch_size(), 200);
+  trials.push_back(RateRunAt(10, 0, 1000));
+  trials.push_back(RateRunAt(20, 1, 1900));
+  r = EvaluateRateSearch(spec, "m", trials, config, 0.02, &next);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_DOUBLE_EQ(next->parameters.request_rate(), 40);
+  // 1900 -> 1990 is 4.7%, inside the band of two single runs (5.66%): the end.
+  trials.push_back(RateRunAt(40, 2, 1990));
+  r = EvaluateRateSearch(spec, "m", trials, config, 0.02, &next);
+  EXPECT_FALSE(next.has_value());
+  EXPECT_TRUE(r.done());
+  EXPECT_DOUBLE_EQ(r.best_rate(), 20);
+  EXPECT_DOUBLE_EQ(r.best_generate_speed(), 1900);
+  ASSERT_EQ(r.points_size(), 3);
+  EXPECT_TRUE(r.points(1).rises());
+  EXPECT_FALSE(r.points(2).rises());
+  EXPECT_EQ(r.points(2).daemon_pid(), 4242);
+  EXPECT_THAT(r.reason(), HasSubstr("stopped rising at 40 requests/s"));
+}
+
+TEST(EvaluateRateSearch, AutoStartFromTheMeasuredQps) {
+  auto spec = SpecOf("rate_search: {}\n");
+  std::vector<Trial> trials = Ladder();
+  std::optional<RateRun> next;
+  EvaluateRateSearch(spec, "m", trials, Config(spec, trials), 0.02, &next);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_DOUBLE_EQ(next->parameters.request_rate(), 0.7 * 20);
+  for (auto& t : trials) t.mutable_result()->set_qps(0);
+  auto none = EvaluateRateSearch(spec, "m", trials, Config(spec, trials), 0.02, &next);
+  EXPECT_TRUE(none.done());
+  EXPECT_FALSE(next.has_value());
+  EXPECT_THAT(none.reason(), HasSubstr("set rate_search.start"));
+}
+
+TEST(EvaluateRateSearch, RetriesInterruptedRunsAndStopsAtFailedOrFlaggedOnes) {
+  auto spec = SpecOf("rate_search: {start: 10, factor: 2}\nlimits: {max_retries: 1}\n");
+  std::vector<Trial> trials = Ladder();
+  const FinalConfig config = Config(spec, trials);
+  trials.push_back(RateRunAt(10, 0, 0, crest::v1::TRIAL_INTERRUPTED));
+  std::optional<RateRun> next;
+  EvaluateRateSearch(spec, "m", trials, config, 0.02, &next);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->attempt, 2u);
+  trials.push_back(RateRunAt(10, 0, 0, crest::v1::TRIAL_RUNNING));
+  EXPECT_FALSE(EvaluateRateSearch(spec, "m", trials, config, 0.02, &next).done());
+  EXPECT_FALSE(next.has_value());  // one runs: nothing new
+  trials.back().set_status(crest::v1::TRIAL_INTERRUPTED);
+  auto gave_up = EvaluateRateSearch(spec, "m", trials, config, 0.02, &next);
+  EXPECT_TRUE(gave_up.done());
+  EXPECT_THAT(gave_up.reason(), HasSubstr("interrupted 2 times"));
+
+  std::vector<Trial> flagged = Ladder();
+  flagged.push_back(RateRunAt(10, 0, 1000));
+  flagged.push_back(RateRunAt(20, 1, 3000));
+  flagged.back().add_flags("client_bound");
+  auto r = EvaluateRateSearch(spec, "m", flagged, config, 0.02, &next);
+  EXPECT_TRUE(r.done());
+  EXPECT_EQ(r.points(1).status(), "flagged");
+  EXPECT_DOUBLE_EQ(r.best_rate(), 10);
+  EXPECT_THAT(r.reason(), HasSubstr("flagged (client_bound)"));
+}
+
+TEST(EvaluateRateSearch, MaxRunsEndsAStillRisingCurve) {
+  auto spec = SpecOf("rate_search: {start: 1, factor: 2, max_runs: 2}\n");
+  std::vector<Trial> trials = Ladder();
+  trials.push_back(RateRunAt(1, 0, 100));
+  trials.push_back(RateRunAt(2, 1, 200));
+  std::optional<RateRun> next;
+  auto r = EvaluateRateSearch(spec, "m", trials, Config(spec, trials), 0.02, &next);
+  EXPECT_TRUE(r.done());
+  EXPECT_DOUBLE_EQ(r.best_rate(), 2);
+  EXPECT_THAT(r.reason(), HasSubstr("max_runs (2) measured; throughput still rose"));
+}
+
+TEST(SameServerConfig, OnlyScheduleConfigValuesCount) {
+  crest::v1::TrialParameters a;
+  a.set_max_batch_size(200);
+  a.set_max_prefill_batch_size(100);
+  crest::v1::TrialParameters b = a;
+  b.set_request_rate(5);
+  b.set_concurrency(1000);
+  EXPECT_TRUE(SameServerConfig(a, b));
+  b.set_support_select_batch(true);
+  EXPECT_FALSE(SameServerConfig(a, b));
+}
+
+TEST(PlanModel, CalibratesTheAnswerThenSearchesTheRateOnOneNode) {
+  auto spec = SpecOf("calibrate: true\nrate_search: {start: 10, factor: 2}\n");
+  PracticeSearch practice;
+  const ModelState state;
+  std::vector<Trial> trials = Ladder();
+  // The ladder fell at 300: calibrate the answer, 200, with select batch.
+  ModelPlan plan = PlanModel(spec, spec.models(0), state, trials, practice, 0, 3, 0);
+  ASSERT_EQ(plan.trials.size(), 1u);
+  EXPECT_TRUE(plan.trials[0].calibration);
+  EXPECT_EQ(plan.trials[0].parameters.max_batch_size(), 200);
+  EXPECT_TRUE(plan.trials[0].parameters.support_select_batch());
+  EXPECT_FALSE(plan.done_reason.has_value());
+  // Nothing new while a search run is still running.
+  EXPECT_TRUE(PlanModel(spec, spec.models(0), state, trials, practice, 1, 3, 0).trials.empty());
+  trials.push_back(Calibrated(2100));
+  plan = PlanModel(spec, spec.models(0), state, trials, practice, 0, 3, 0);
+  ASSERT_EQ(plan.trials.size(), 1u);  // one node, whatever is free
+  EXPECT_TRUE(plan.trials[0].rate_search);
+  EXPECT_TRUE(plan.trials[0].parameters.support_select_batch());  // kept
+  EXPECT_DOUBLE_EQ(plan.trials[0].parameters.request_rate(), 10);
+  trials.push_back(RateRunAt(10, 0, 1000));
+  trials.back().mutable_parameters()->set_support_select_batch(true);
+  trials.push_back(RateRunAt(20, 1, 1010));
+  plan = PlanModel(spec, spec.models(0), state, trials, practice, 0, 3, 0);
+  EXPECT_TRUE(plan.trials.empty());
+  ASSERT_TRUE(plan.done_reason.has_value());
+  EXPECT_THAT(*plan.done_reason, HasSubstr("throughput fell at maxBatchSize 300"));
+  EXPECT_THAT(*plan.done_reason, HasSubstr("calibration kept"));
+  EXPECT_THAT(*plan.done_reason, HasSubstr("rate search: throughput stopped rising at 20"));
+  EXPECT_TRUE(plan.finished);
+}
+
+}  // namespace
+}  // namespace crest::controller

@@ -1,0 +1,229 @@
+// End to end, what follows the search on a real agent and mindie-sim: the
+// select-batch calibration at the answer, kept or dropped by the measured
+// throughput, and the request-rate search, whose runs reuse the running
+// daemon (the same pid for every rate, no restart).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+#include "common/file_util.h"
+#include "common/paths.h"
+#include "tests/e2e/campaign_fixture.h"
+
+namespace crest::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Noise-free runs: each outcome below is the simulator's, not luck's. The
+// weights "load" in a simulated second, not the profile's 40.
+AgentOptions QuietAgent(double time_scale, const std::string& profile = "") {
+  AgentOptions o;
+  o.time_scale = time_scale;
+  o.sim_args = {"--noise-cv", "0", "--startup-seconds", "1"};
+  if (!profile.empty()) {
+    o.sim_args.emplace_back("--profile");
+    o.sim_args.push_back(profile);
+  }
+  return o;
+}
+
+// Slower than the fixture's 200x where latencies or rates matter. At 200x a
+// millisecond of the client's own real-time overhead reads as 200 ms of
+// latency; and a rate-mode client must stay far below its own limits (a
+// client-bound run is flagged, never evidence): rates near the daemon's
+// capacity are tens per second simulated, so a few hundred at most real.
+constexpr double kLatencyScale = 10;
+constexpr double kRateScale = 4;
+
+class AfterSearchE2e : public CampaignFixture {
+ protected:
+  // node-1, node-2, ... serving LLaMa3-8B at these time scales, each with
+  // its own simulator profile file ("": the shipped one).
+  void StartNodes(const std::vector<double>& time_scales,
+                  const std::vector<std::string>& profiles = {}) {
+    std::string agents;
+    std::string scales;
+    for (size_t i = 0; i < time_scales.size(); ++i) {
+      const std::string name = absl::StrCat("node-", i + 1);
+      const std::string profile = i < profiles.size() ? profiles[i] : "";
+      absl::StrAppend(&agents, i == 0 ? "" : ",", name, "=",
+                      StartAgentWith(name, "LLaMa3-8B", QuietAgent(time_scales[i], profile)));
+      absl::StrAppend(&scales, i == 0 ? "" : ",", name, "=", time_scales[i]);
+    }
+    StartController(dir_.File("ctl"), agents, {"--sim-time-scale", scales});
+    for (size_t i = 0; i < time_scales.size(); ++i) {
+      ASSERT_TRUE(
+          controller_->WaitForLine(absl::StrCat("agent node-", i + 1, " at"), kStartup).ok());
+    }
+  }
+
+  // The shipped LLaMa3-8B profile whose every prefill costs 400 ms more.
+  std::string CostlyPrefillProfile() {
+    auto share = ShareDir();
+    EXPECT_TRUE(share.ok()) << share.status();
+    auto text = ReadFileToString(*share + "/profiles/llama3-8b-910b.json");
+    EXPECT_TRUE(text.ok()) << text.status();
+    nlohmann::json profile = nlohmann::json::parse(text.ok() ? *text : "{}");
+    profile["name"] = "llama3-8b-costly-prefill";
+    profile["timing"]["prefill_base_ms"] = 430.0;
+    std::string file = dir_.File("costly-prefill.json");
+    EXPECT_TRUE(WriteFileAtomically(file, profile.dump()).ok());
+    return file;
+  }
+
+  nlohmann::json Run(const std::string& spec) {
+    std::string id = Submit(spec);
+    CommandResult watch = Watch(id);
+    EXPECT_EQ(watch.code, 0) << watch.output;
+    nlohmann::json report = Report(id);
+    EXPECT_EQ(report["state"], "succeeded") << report.dump(2);
+    return Model(report, "LLaMa3-8B");
+  }
+};
+
+// Every search run ran before the calibrated one, at the answer.
+void ExpectCalibratedRunAtTheAnswer(const nlohmann::json& m) {
+  const auto& trials = m["trials"];
+  ASSERT_FALSE(trials.empty());
+  const auto& cal = trials.back();
+  EXPECT_TRUE(cal["calibration"].get<bool>()) << cal.dump();
+  EXPECT_EQ(cal["status"], "ok");
+  EXPECT_TRUE(cal["supportSelectBatch"].get<bool>());
+  EXPECT_EQ(cal["maxBatchSize"], m["calibration"]["maxBatchSize"]);
+  EXPECT_EQ(cal["prefillTimeMsPerReq"], m["calibration"]["prefillTimeMsPerReq"]);
+  for (size_t i = 0; i + 1 < trials.size(); ++i) {
+    EXPECT_FALSE(trials[i]["calibration"].get<bool>());
+    EXPECT_FALSE(trials[i]["supportSelectBatch"].get<bool>());
+  }
+  // The select-batch times are the latencies measured at the answer, as
+  // config.json takes them (whole ms in MindIE's [1, 1000]).
+  double first_token = 0;
+  double decode = 0;
+  int n = 0;
+  for (const auto& t : trials) {
+    if (t["calibration"].get<bool>() || t["maxBatchSize"] != cal["maxBatchSize"]) continue;
+    first_token += t["FirstTokenTime"].get<double>();
+    decode += t["DecodeTime"].get<double>();
+    ++n;
+  }
+  ASSERT_GT(n, 0);
+  auto as_config = [](double ms) { return std::clamp(std::round(ms), 1.0, 1000.0); };
+  EXPECT_EQ(cal["prefillTimeMsPerReq"].get<double>(), as_config(first_token / n));
+  EXPECT_EQ(cal["decodeTimeMsPerReq"].get<double>(), as_config(decode / n));
+  EXPECT_DOUBLE_EQ(m["calibration"]["GenerateSpeedAfter"].get<double>(),
+                   cal["GenerateSpeed"].get<double>());
+}
+
+TEST_F(AfterSearchE2e, CalibrationIsKeptOrDroppedByTheMeasuredThroughput) {
+  StartNodes({kLatencyScale, kLatencyScale}, {CostlyPrefillProfile(), ""});
+  // Streamed replies measure FirstTokenTime and DecodeTime. node-1's daemon
+  // pays 430 ms for every prefill, however few sequences it admits: without
+  // select batch each finished request's successor stalls the whole batch
+  // for one; deferring prefills to batch them pays, so the calibration stays.
+  nlohmann::json kept = Run(R"(name: kept
+models: [{name: LLaMa3-8B, nodes: [node-1]}]
+search: {strategy: practice, range: [100, 300], initial: 100, tolerance: 0.5}
+client: {request_count: 400, max_output_len: 64, task_kind: stream}
+calibrate: true
+)");
+  ExpectCalibratedRunAtTheAnswer(kept);
+  const auto& c = kept["calibration"];
+  EXPECT_EQ(c["outcome"], "kept") << c.dump(2);
+  EXPECT_TRUE(c["kept"].get<bool>());
+  EXPECT_GE(c["GenerateSpeedAfter"].get<double>(),
+            c["GenerateSpeedBefore"].get<double>() * (1 - c["band"].get<double>()));
+  // The recommendation carries the calibration and its own measured figure.
+  EXPECT_TRUE(kept["best"]["supportSelectBatch"].get<bool>()) << kept["best"].dump();
+  EXPECT_EQ(kept["best"]["prefillTimeMsPerReq"], c["prefillTimeMsPerReq"]);
+  EXPECT_DOUBLE_EQ(kept["best"]["GenerateSpeed"].get<double>(),
+                   c["GenerateSpeedAfter"].get<double>());
+
+  // node-2, the shipped profile, in the practice's rate mode: 1000 clients
+  // for a batch of at most 40, the
+  // requests arriving faster than the daemon serves them (200 per second on
+  // a 10x node: 20 simulated). They queue, the measured first-token time
+  // includes the wait and is capped at 1000 ms, and a prefill then waits for
+  // 1000 ms x the running batch: the batch drains between prefills.
+  nlohmann::json dropped = Run(R"(name: dropped
+models: [{name: LLaMa3-8B, nodes: [node-2]}]
+search: {strategy: practice, range: [20, 40], initial: 20, step: 10, tolerance: 0.5}
+client: {mode: rate, request_rate: 200, request_count: 200, max_output_len: 64,
+         task_kind: stream}
+calibrate: true
+)");
+  ExpectCalibratedRunAtTheAnswer(dropped);
+  const auto& d = dropped["calibration"];
+  EXPECT_EQ(d["outcome"], "dropped") << d.dump(2);
+  EXPECT_FALSE(d["kept"].get<bool>());
+  EXPECT_LT(d["GenerateSpeedAfter"].get<double>(),
+            d["GenerateSpeedBefore"].get<double>() * (1 - d["band"].get<double>()));
+  EXPECT_THAT(d["reason"].get<std::string>(), HasSubstr("supportSelectBatch stays off"));
+  EXPECT_FALSE(dropped["best"]["supportSelectBatch"].get<bool>()) << dropped["best"].dump();
+  EXPECT_DOUBLE_EQ(dropped["best"]["GenerateSpeed"].get<double>(),
+                   d["GenerateSpeedBefore"].get<double>());
+  // Both figures in the table a user reads.
+  CommandResult table = Cli({"campaign", "report", "c2", "--format", "table"});
+  EXPECT_THAT(table.output, HasSubstr("calibration at "));
+  EXPECT_THAT(table.output, HasSubstr(": dropped ("));
+}
+
+TEST_F(AfterSearchE2e, RateSearchReusesTheRunningDaemon) {
+  StartNodes({kRateScale});
+  const std::string config_before = Host("node-1").config_json;
+  nlohmann::json m = Run(R"(name: rates
+models: [{name: LLaMa3-8B}]
+search: {strategy: practice, range: [50, 100], initial: 50, tolerance: 0.5}
+client: {request_count: 120, max_output_len: 64, task_kind: text}
+rate_search: {factor: 2, max_runs: 5, concurrency: 1000}
+)");
+  std::set<int> search_pids;
+  std::vector<int> rate_pids;
+  std::vector<double> rates;
+  for (const auto& t : m["trials"]) {
+    ASSERT_EQ(t["status"], "ok") << t.dump();
+    ASSERT_TRUE(t.contains("daemonPid")) << t.dump();
+    if (t["rateSearch"].get<bool>()) {
+      rate_pids.push_back(t["daemonPid"].get<int>());
+      rates.push_back(t["requestRate"].get<double>());
+      EXPECT_EQ(t["concurrency"], 1000);
+      EXPECT_EQ(t["maxBatchSize"], m["best"]["maxBatchSize"]);
+    } else {
+      search_pids.insert(t["daemonPid"].get<int>());
+    }
+  }
+  // Each search point restarted the daemon; the rate runs changed only the
+  // client, so one daemon, started once, served all of them.
+  EXPECT_EQ(search_pids.size(), 2u);
+  ASSERT_GE(rate_pids.size(), 2u) << m.dump(2);
+  for (int pid : rate_pids) EXPECT_EQ(pid, rate_pids.front());
+  EXPECT_EQ(search_pids.count(rate_pids.front()), 0u);
+  for (size_t i = 1; i < rates.size(); ++i) EXPECT_NEAR(rates[i], rates[i - 1] * 2, 1e-6);
+  // The curve: rises beyond the noise up to the best rate, then no more.
+  const auto& r = m["rate_search"];
+  EXPECT_TRUE(r["done"].get<bool>()) << r.dump(2);
+  ASSERT_EQ(r["curve"].size(), rates.size());
+  EXPECT_THAT(r["reason"].get<std::string>(), HasSubstr("stopped rising")) << m.dump(1);
+  const auto& curve = r["curve"];
+  EXPECT_TRUE(curve[curve.size() - 2]["rises"].get<bool>() || curve.size() == 2) << r.dump(2);
+  EXPECT_FALSE(curve.back()["rises"].get<bool>());
+  EXPECT_DOUBLE_EQ(r["bestRate"].get<double>(),
+                   curve[curve.size() - 2]["requestRate"].get<double>());
+  for (const auto& p : curve) EXPECT_EQ(p["daemonPid"].get<int>(), rate_pids.front());
+  CommandResult table = Cli({"campaign", "report", "c1", "--format", "table"});
+  EXPECT_THAT(table.output, HasSubstr("rate search at maxBatchSize"));
+  EXPECT_THAT(table.output, HasSubstr("<== best rate"));
+  // The daemon was stopped after the last rate, and config.json put back.
+  EXPECT_EQ(Host("node-1").config_json, config_before);
+}
+
+}  // namespace
+}  // namespace crest::e2e
