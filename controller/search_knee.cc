@@ -424,8 +424,7 @@ std::optional<CostModel> FitCost(const Outcomes& finished, const Reading& r) {
     // knee's bisection packs its points within 1%, and weighted by runs
     // alone they would outvote the few points up a plateau, where the
     // optimum is.
-    const double w =
-        static_cast<double>(o.samples.size()) * CellWidth(finished, *r.below, point);
+    const double w = static_cast<double>(o.samples.size()) * CellWidth(finished, *r.below, point);
     for (int i = 0; i < 3; ++i) {
       for (int j = 0; j < 3; ++j) sxx[i][j] += w * x[i] * x[j];
       sxy[i] += w * x[i] * y;
@@ -580,8 +579,8 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
       probes = std::move(scan);
     } else if (auto up = PlateauPeak(finished, r); up && *up > r.past) {
       probes.clear();
-      located = absl::StrCat("knee between ", *r.below, " and ", r.past, ", peak up the plateau at ",
-                             *up);
+      located = absl::StrCat("knee between ", *r.below, " and ", r.past,
+                             ", peak up the plateau at ", *up);
     }
   }
   // Past the knee, the model's refinements stop at a budget of runs: on a
