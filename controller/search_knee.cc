@@ -20,8 +20,9 @@ namespace {
 constexpr double kSpread = 0.04;
 // Sequences per preemption, at most, at the largest point before the cost
 // fit may end the scan past the knee: with fewer preemptions their cost is
-// lost in the noise of one run.
-constexpr int64_t kPreemptionsSeen = 4;
+// lost in the noise of one run. At one preemption per two sequences, half
+// the batch is recomputed once.
+constexpr int64_t kPreemptionsSeen = 2;
 // Runs after which the cost model's probes stop (the answer's confirmation
 // follows) on one node, the budget being 10; two more per extra node,
 // whose rounds measure several points at once.
@@ -382,6 +383,25 @@ struct CostModel {
   }
 };
 
+// The width of the stretch of maxBatchSize that `point` stands for among the
+// fitted points: half the distance to each neighbour, relative to the knee.
+double CellWidth(const Outcomes& finished, int64_t below, int64_t point) {
+  std::optional<int64_t> prev;
+  std::optional<int64_t> next;
+  for (const auto& [p, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk || !o.preemptions || o.untrusted || o.samples.empty() ||
+        p * 10 < below * 7) {
+      continue;
+    }
+    if (p < point) prev = p;
+    if (p > point && !next) next = p;
+  }
+  const double left = prev ? static_cast<double>(point - *prev) : 0;
+  const double right = next ? static_cast<double>(*next - point) : 0;
+  const double w = (prev && next) ? (left + right) / 2 : std::max(left, right);
+  return std::max(1.0, w);
+}
+
 std::optional<CostModel> FitCost(const Outcomes& finished, const Reading& r) {
   if (!r.below) return std::nullopt;
   CostModel m;
@@ -400,7 +420,11 @@ std::optional<CostModel> FitCost(const Outcomes& finished, const Reading& r) {
     const double x[3] = {1000 / static_cast<double>(point), 1,
                          static_cast<double>(*o.preemptions) / 1000};
     const double y = m.scale / o.objective;
-    const auto w = static_cast<double>(o.samples.size());
+    // Each point stands for the stretch of maxBatchSize around it: the
+    // knee's bisection packs its points within 1%, and weighted by runs
+    // alone they would outvote the few points up a plateau, where the
+    // optimum is.
+    const double w = static_cast<double>(o.samples.size()) * CellWidth(finished, *r.below, point);
     for (int i = 0; i < 3; ++i) {
       for (int j = 0; j < 3; ++j) sxx[i][j] += w * x[i] * x[j];
       sxy[i] += w * x[i] * y;
@@ -444,6 +468,28 @@ double BestMean(const Outcomes& finished) {
   return best;
 }
 
+// The cost model's optimum between the knee and the largest point measured.
+std::optional<int64_t> ModelOptimum(const CostModel& m, const Reading& r) {
+  std::optional<int64_t> best;
+  double best_speed = 0;
+  for (int64_t b = *r.below; b <= m.preemptions.rbegin()->first; ++b) {
+    auto v = m.Speed(b);
+    if (v && *v > best_speed) {
+      best_speed = *v;
+      best = b;
+    }
+  }
+  return best;
+}
+
+// Where the cost fit places the peak, when preemptions cost something it
+// can see.
+std::optional<int64_t> PlateauPeak(const Outcomes& finished, const Reading& r) {
+  auto m = FitCost(finished, r);
+  if (!m || m->g <= 0) return std::nullopt;
+  return ModelOptimum(*m, r);
+}
+
 // Up to `n` points above `last`, kSpread apart, below the cap and the range's
 // end, not measured yet.
 std::vector<int64_t> StepsUp(const SearchSpace& space, const Outcomes& finished, int64_t last,
@@ -460,7 +506,7 @@ std::vector<int64_t> StepsUp(const SearchSpace& space, const Outcomes& finished,
 // Past the knee: the points that show the cost model where throughput ends,
 // then the model's optimum. `n` points at most.
 std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finished,
-                                 const Reading& r, size_t n) {
+                                 const Reading& r, size_t n, bool scan_only = false) {
   // The fit must see the fall itself, not only its start: a few preemptions
   // are lost in the throughput noise, and with a small cache per sequence
   // (LLaMa2-13B, MaxOutputLen 256: knee at 95, peak at 109 with 1.1
@@ -475,14 +521,7 @@ std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finis
   // beyond the band (4.5% lower at 112 on that plateau, inside 5.7%).
   auto m = FitCost(finished, r);
   std::optional<int64_t> best;
-  double best_speed = 0;
-  for (int64_t b = m ? *r.below : 0; m && b <= m->preemptions.rbegin()->first; ++b) {
-    auto v = m->Speed(b);
-    if (v && *v > best_speed) {
-      best_speed = *v;
-      best = b;
-    }
-  }
+  if (m) best = ModelOptimum(*m, r);
   const bool turned = m && m->g > 0 && best && *best < m->preemptions.rbegin()->first;
   const double best_mean = BestMean(finished);
   const double noise = DecisionNoise(space, finished);
@@ -495,6 +534,7 @@ std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finis
     if (auto up = StepsUp(space, finished, last, n); !up.empty()) return up;
     break;
   }
+  if (scan_only) return {};
   if (!m || m->g <= 0 || !best) return {};
   const int64_t last = m->preemptions.rbegin()->first;
   // Still rising at the largest point measured: look further up.
@@ -524,6 +564,25 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   const bool by_knee = r.signal || Trusted(finished, r).empty();
   std::vector<int64_t> probes = by_knee ? Probes(space, finished, r, k, &located)
                                         : PeakProbes(space, finished, r, k, &located);
+  // A bracket whose point past the knee has not fallen: the peak may lie
+  // up a plateau (ModelProbes), where the knee's bisection gains nothing.
+  // Scan first; bisect only when the fall is seen and the cost fit does not
+  // place the peak above the bracket.
+  if (!probes.empty() && by_knee && r.signal && r.below &&
+      r.past != std::numeric_limits<int64_t>::max() &&
+      finished.at(r.past).kind == PointOutcome::Kind::kOk) {
+    std::vector<int64_t> scan;
+    if (RunsMeasured(finished) < kRefineBudget + 2 * (k - 1)) {
+      scan = ModelProbes(space, finished, r, k, /*scan_only=*/true);
+    }
+    if (!scan.empty()) {
+      probes = std::move(scan);
+    } else if (auto up = PlateauPeak(finished, r); up && *up > r.past) {
+      probes.clear();
+      located = absl::StrCat("knee between ", *r.below, " and ", r.past,
+                             ", peak up the plateau at ", *up);
+    }
+  }
   // Past the knee, the model's refinements stop at a budget of runs: on a
   // plateau its optimum wanders inside the noise and each probe gains little.
   if (probes.empty() && by_knee && RunsMeasured(finished) < kRefineBudget + 2 * (k - 1)) {
@@ -585,6 +644,7 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
       want(p);
     }
   }
+
   if (!r.signal) {
     std::optional<int64_t> rival = RunnerUp(space, finished, r, best->point);
     if (rival && finished.at(*rival).samples.size() < kMaxDecidingRuns) want(*rival);

@@ -193,6 +193,10 @@ int main(int argc, char** argv) {
   int threads = 2;
   bool verbose = false;
   app.add_option("--seeds", seeds, "noise seeds per case");
+  int first_seed = 1;
+  app.add_option("--first-seed", first_seed,
+                 "the first noise seed (seeds first-seed .. first-seed + seeds - 1), to check a "
+                 "result on seeds it was not tuned on");
   app.add_option("--profiles", profiles, "profile names (default: every shipped profile)");
   app.add_option("--max-output", outputs, "MaxOutputLen values");
   app.add_option("--threads", threads, "cases simulated at once");
@@ -311,7 +315,7 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < strategies.size(); ++k) {
         const SearchSpace space = strategies[k].adjust(c.space);
         double worst = 1;
-        for (int seed = 1; seed <= seeds; ++seed) {
+        for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
           const auto u = static_cast<uint64_t>(seed);
           Play p1 = PlayOut(*strategies[k].impl, space, bench, u, 1, strategies[k].signal);
           Play p2 = PlayOut(*strategies[k].impl, space, bench, u, 2, strategies[k].signal);
@@ -369,9 +373,9 @@ int main(int argc, char** argv) {
   for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
   std::printf(
-      "%zu cases x %d seeds; runs and rounds: median / max; share of the true peak "
+      "%zu cases x %d seeds (%d to %d); runs and rounds: median / max; share of the true peak "
       "(1, 2, 4 nodes): median / worst\n",
-      cases.size(), seeds);
+      cases.size(), seeds, first_seed, first_seed + seeds - 1);
   std::printf(
       "| strategy | runs, 1 node | rounds, 1 node | rounds, 2 nodes | rounds, 4 nodes | "
       "found/peak, 1 node | found/peak, 2 nodes | found/peak, 4 nodes |\n"
