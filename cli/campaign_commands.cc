@@ -336,16 +336,24 @@ int Watch(const CommonFlags& flags, const std::string& id, absl::Duration timeou
 }
 
 int Report(const CommonFlags& flags, const std::string& id, const std::string& format,
-           const std::string& out_file) {
+           const std::string& out_file, const std::string& practice_id) {
+  if (!practice_id.empty() && format != "html") {
+    return Fail(absl::StrCat("--practice ", practice_id,
+                             ": marks the practice's answer on the HTML report's curves; it needs "
+                             "--format html, not ",
+                             format));
+  }
   auto stub = Connect(flags);
   if (!stub.ok()) return Fail(std::string(stub.status().message()));
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, kCallTimeout);
-  crest::v1::GetCampaignReportRequest req;
-  req.set_id(id);
+  auto fetch = [&](const std::string& campaign_id, crest::v1::CampaignReport* out) {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, kCallTimeout);
+    crest::v1::GetCampaignReportRequest req;
+    req.set_id(campaign_id);
+    return (*stub)->GetCampaignReport(&ctx, req, out);
+  };
   crest::v1::CampaignReport report;
-  grpc::Status s = (*stub)->GetCampaignReport(&ctx, req, &report);
-  if (!s.ok()) return RpcFail(flags, s);
+  if (grpc::Status s = fetch(id, &report); !s.ok()) return RpcFail(flags, s);
   std::string text;
   if (format == "html") {
     // The campaign too: its host settings and times are not in the report.
@@ -359,6 +367,17 @@ int Report(const CommonFlags& flags, const std::string& id, const std::string& f
     controller::HtmlReportInput input;
     input.report = report;
     input.campaign = &campaign;
+    if (!practice_id.empty()) {
+      // The practice's ladder run as its own campaign on the same nodes:
+      // its answer per model is drawn beside Crest's.
+      crest::v1::CampaignReport practice;
+      if (grpc::Status s = fetch(practice_id, &practice); !s.ok()) return RpcFail(flags, s);
+      for (const auto& m : practice.models()) {
+        if (m.has_best() && m.best().parameters().max_batch_size() > 0) {
+          input.practice_max_batch_size[m.model()] = m.best().parameters().max_batch_size();
+        }
+      }
+    }
     text = controller::ReportToHtml(input);
   } else if (format == "json") {
     text = controller::ReportToJson(report).dump(2) + "\n";
@@ -456,13 +475,21 @@ void AddCampaignCommands(CLI::App& crest, Action* action) {
   auto report_id = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>("table");
   auto out_file = std::make_shared<std::string>();
+  auto practice_id = std::make_shared<std::string>();
   report->add_option("ID", *report_id, "Campaign id")->required();
   report->add_option("--format", *format, "table (default), json, csv or html")
       ->check(CLI::IsMember({"table", "json", "csv", "html"}));
   report->add_option("-o,--out", *out_file, "Write to this file instead of stdout");
+  report->add_option("--practice", *practice_id,
+                     "With --format html: a campaign that ran the practice's ladder "
+                     "(strategy: practice) on the same nodes; its answer per model is marked on "
+                     "the curves beside Crest's");
   AddCommon(report, report_flags.get(), false);
-  report->callback(
-      [=] { *action = [=] { return Report(*report_flags, *report_id, *format, *out_file); }; });
+  report->callback([=] {
+    *action = [=] {
+      return Report(*report_flags, *report_id, *format, *out_file, *practice_id);
+    };
+  });
 
   auto* agents = group->add_subcommand("agents", "List the agents the controller knows");
   auto agents_flags = std::make_shared<CommonFlags>();

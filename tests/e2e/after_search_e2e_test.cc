@@ -182,6 +182,18 @@ calibrate: true
   CommandResult table = Cli({"campaign", "report", "c2", "--format", "table"});
   EXPECT_THAT(table.output, HasSubstr("calibration at "));
   EXPECT_THAT(table.output, HasSubstr(": dropped ("));
+
+  // The HTML report marks another campaign's answer as the practice's
+  // (scripts/demo runs the ladder as its own campaign); only HTML draws it.
+  CommandResult html =
+      Cli({"campaign", "report", "c1", "--format", "html", "--practice", "c2"});
+  EXPECT_EQ(html.code, 0) << html.output;
+  EXPECT_THAT(html.output, HasSubstr(absl::StrCat(
+                               "practice ", dropped["best"]["maxBatchSize"].get<int64_t>(), "<")));
+  CommandResult json = Cli({"campaign", "report", "c1", "--format", "json", "--practice", "c2"});
+  EXPECT_EQ(json.code, 1) << json.output;
+  EXPECT_THAT(json.output, HasSubstr("--practice c2: "));
+  EXPECT_THAT(json.output, HasSubstr("needs --format html, not json"));
 }
 
 TEST_F(AfterSearchE2e, RateSearchReusesTheRunningDaemon) {
