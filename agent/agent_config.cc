@@ -133,8 +133,14 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
       CREST_RETURN_IF_ERROR(Get(s, "seed", "sim", &seed));
       sim.seed = seed;
     }
-    for (int p : {sim.port, sim.management_port, sim.metrics_port}) {
-      if (p < 0 || p > 65535) return absl::InvalidArgumentError("sim: ports must be in [0, 65535]");
+    // The same ports mindie-sim accepts in its config.json, which the agent writes.
+    for (auto [key, p] :
+         {std::pair{"port", sim.port}, std::pair{"management_port", sim.management_port},
+          std::pair{"metrics_port", sim.metrics_port}}) {
+      if (!mindie::IsSimPort(p)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sim.", key, ": ", p, " is out of range, expected ", mindie::SimPortRange()));
+      }
     }
     if (sim.time_scale < 0) return absl::InvalidArgumentError("sim.time_scale: expected >= 0");
   }

@@ -55,10 +55,28 @@ TEST(AgentConfigTest, ErrorsNameTheKey) {
   check("limits: {maxBatchSize: {min: 0, max: 10}}", "limits.maxBatchSize");
   check("limits: {npuMemSize: {max: 1}}", "limits.npuMemSize: unknown key");
   check("limits: {supportSelectBatch: {max: 1}}", "boolean");
-  check("sim: {port: 70000}", "ports");
+  check("sim: {port: 70000}", "sim.port: 70000 is out of range, expected 0 or [1024, 65535]");
   check("[unclosed", "agent config");
   check("daemon_metrics_period_s: -1", "daemon_metrics_period_s: -1 is out of range");
   check("daemon_metrics_period_s: soon", "daemon_metrics_period_s: cannot read");
+}
+
+// The agent refuses the sim ports mindie-sim would refuse in the config.json
+// the agent writes for it (mindie::IsSimPort): 0 (OS-assigned) or a MindIE port.
+TEST(AgentConfigTest, SimPortsAreTheSimulatorsRange) {
+  for (const char* bad : {"sim: {port: 80}", "sim: {management_port: 1023}",
+                          "sim: {metrics_port: -1}", "sim: {port: 65536}"}) {
+    EXPECT_THAT(
+        ParseAgentConfig(bad, "/state", "/bin"),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected 0 or [1024, 65535]")))
+        << bad;
+  }
+  auto ok = ParseAgentConfig("sim: {port: 0, management_port: 1024, metrics_port: 65535}", "/state",
+                             "/bin");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->sim.port, 0);
+  EXPECT_EQ(ok->sim.management_port, 1024);
+  EXPECT_EQ(ok->sim.metrics_port, 65535);
 }
 
 }  // namespace

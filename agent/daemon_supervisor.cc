@@ -18,7 +18,9 @@
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
+#include "agent/daemon_output.h"
 #include "agent/daemon_pid_record.h"
+#include "agent/daemon_run.h"
 #include "agent/http_probe.h"
 #include "agent/pinning.h"
 #include "common/cpu_list.h"
@@ -29,10 +31,8 @@ namespace crest::agent {
 namespace {
 
 using google::protobuf::util::TimeUtil;
-
-constexpr size_t kTailLines = 60;
-constexpr absl::Duration kPollStep = absl::Milliseconds(100);
-constexpr absl::Duration kReapWait = absl::Seconds(30);
+using supervisor::kPollStep;
+using supervisor::kReapWait;
 
 google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
@@ -41,18 +41,6 @@ google::protobuf::Timestamp ToProto(absl::Time t) {
 google::protobuf::Duration ToProto(absl::Duration d) {
   return TimeUtil::NanosecondsToDuration(absl::ToInt64Nanoseconds(d));
 }
-
-bool IsOutOfMemory(const std::string& line) {
-  std::string lower = absl::AsciiStrToLower(line);
-  return absl::StrContains(lower, "out of memory") || absl::StrContains(lower, "outofmemory");
-}
-
-bool IsConfigError(const std::string& line) {
-  std::string lower = absl::AsciiStrToLower(line);
-  return absl::StrContains(lower, "invalid config") ||
-         (absl::StrContains(lower, "error") && absl::StrContains(lower, "config"));
-}
-
 // The overridable keys' values in `view`, as DaemonReady/DaemonStatus report them.
 std::vector<crest::v1::ConfigOverride> EffectiveValues(const MindieConfigView& view,
                                                        const AgentConfig& config) {
@@ -76,42 +64,6 @@ std::vector<crest::v1::ConfigOverride> EffectiveValues(const MindieConfigView& v
 }
 
 }  // namespace
-
-std::optional<int64_t> ParseKCacheBlocks(const std::string& line) {
-  static constexpr std::string_view kMarker = "k_caches[0].shape=torch.Size([";
-  size_t pos = line.find(kMarker);
-  if (pos == std::string::npos) return std::nullopt;
-  size_t start = pos + kMarker.size();
-  size_t end = start;
-  while (end < line.size() && absl::ascii_isdigit(static_cast<unsigned char>(line[end]))) ++end;
-  int64_t n = 0;
-  if (end == start || !absl::SimpleAtoi(absl::string_view(line).substr(start, end - start), &n)) {
-    return std::nullopt;
-  }
-  // A cache of no blocks holds no request: not a size the range can follow from.
-  if (n <= 0) return std::nullopt;
-  return n;
-}
-
-struct DaemonSupervisor::Run {
-  std::unique_ptr<Subprocess> process;
-  pid_t pid = 0;
-  std::vector<uint32_t> cpus;
-  std::unique_ptr<RotatingLog> log;
-  std::thread monitor;
-  absl::Time started;
-  bool stream_log = false;
-  // Guarded by the supervisor's mu_.
-  std::deque<std::string> tail;
-  std::deque<std::string> pending_lines;
-  bool success_seen = false;
-  std::optional<int64_t> blocks;
-  std::string oom_line;
-  std::string config_error_line;
-  std::optional<ExitInfo> exit;
-  bool done = false;      // the monitor saw the exit and drained the output
-  bool stopping = false;  // the agent asked it to stop
-};
 
 DaemonSupervisor::DaemonSupervisor(AgentConfig config, std::string state_dir, const Clock* clock)
     : config_(std::move(config)),
@@ -169,95 +121,6 @@ absl::Status DaemonSupervisor::RecoverAtStart() {
   }
   return absl::OkStatus();
 }
-
-void DaemonSupervisor::OnLine(Run& run, const std::string& line) {
-  run.log->Append(line);
-  run.tail.push_back(line);
-  if (run.tail.size() > kTailLines) run.tail.pop_front();
-  if (run.stream_log) run.pending_lines.push_back(line);
-  if (absl::StrContains(line, "Daemon start success!")) run.success_seen = true;
-  if (auto blocks = ParseKCacheBlocks(line)) {
-    // Several ranks may print the line: take the minimum.
-    run.blocks = run.blocks ? std::min(*run.blocks, *blocks) : *blocks;
-  }
-  if (run.oom_line.empty() && IsOutOfMemory(line)) run.oom_line = line;
-  if (run.config_error_line.empty() && IsConfigError(line)) run.config_error_line = line;
-}
-
-void DaemonSupervisor::Monitor(const std::shared_ptr<Run>& run) {
-  std::string buffer;
-  bool open = true;
-  auto take_lines = [&](bool all) {
-    absl::MutexLock lock(&mu_);
-    size_t start = 0;
-    for (size_t nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n', start)) {
-      std::string line = buffer.substr(start, nl - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      OnLine(*run, line);
-      start = nl + 1;
-    }
-    buffer.erase(0, start);
-    if (all && !buffer.empty()) {
-      OnLine(*run, buffer);
-      buffer.clear();
-    }
-  };
-  while (true) {
-    pollfd fds[2] = {{run->process->output_fd(), POLLIN, 0}, {run->process->pid_fd(), POLLIN, 0}};
-    int nfds = open ? 2 : 1;
-    pollfd* first = open ? fds : &fds[1];
-    ::poll(first, nfds, static_cast<int>(absl::ToInt64Milliseconds(kPollStep)));
-    if (open) {
-      open = run->process->ReadAvailable(&buffer);
-      take_lines(false);
-    }
-    std::optional<ExitInfo> exit = run->process->WaitFor(absl::ZeroDuration());
-    if (!exit) continue;
-    // The leader is gone: nothing of its group may outlive it.
-    ::kill(-run->pid, SIGKILL);
-    while (open) {
-      pollfd p{run->process->output_fd(), POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) break;
-      open = run->process->ReadAvailable(&buffer);
-    }
-    take_lines(true);
-    bool crashed = false;
-    {
-      absl::MutexLock lock(&mu_);
-      run->exit = exit;
-      run->done = true;
-      run->log->Append(absl::StrCat("=== crest-agent: daemon pid ", run->pid, " exited with code ",
-                                    exit->code, " ==="));
-      if (run_ == run && state_ == crest::v1::DAEMON_READY && !run->stopping) {
-        crest::v1::DaemonFailed f =
-            Fail(*run, crest::v1::DAEMON_FAILURE_EXITED,
-                 absl::StrCat("daemon exited after it was ready (code ", exit->code, ")"));
-        f.set_exit_code(exit->code);
-        last_failure_ = f;
-        crashed = true;
-      }
-    }
-    if (crashed) {
-      spdlog::error("daemon pid {} exited while ready (code {})", run->pid, exit->code);
-      RemovePidRecord();
-      Notify();
-    }
-    return;
-  }
-}
-
-crest::v1::DaemonFailed DaemonSupervisor::Fail(Run& run, crest::v1::DaemonFailure kind,
-                                               const std::string& reason) {
-  crest::v1::DaemonFailed f;
-  f.set_kind(kind);
-  f.set_reason(reason);
-  for (const std::string& line : run.tail) f.add_log_tail(line);
-  f.set_exit_code(run.exit ? run.exit->code : -1);
-  SetState(crest::v1::DAEMON_FAILED);
-  last_failure_ = f;
-  return f;
-}
-
 absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink& sink,
                                      const std::atomic<bool>* cancel) {
   if (!op_mu_.TryLock()) {
@@ -527,71 +390,6 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
   Notify();
   return absl::OkStatus();
 }
-
-crest::v1::StopDaemonReply DaemonSupervisor::Stop(std::optional<absl::Duration> grace) {
-  abort_start_ = true;
-  absl::MutexLock op(&op_mu_);
-  abort_start_ = false;
-  crest::v1::StopDaemonReply reply = StopLocked(grace.value_or(config_.stop_grace));
-  Notify();
-  return reply;
-}
-
-crest::v1::StopDaemonReply DaemonSupervisor::StopLocked(absl::Duration grace) {
-  crest::v1::StopDaemonReply reply;
-  std::shared_ptr<Run> run;
-  {
-    absl::MutexLock lock(&mu_);
-    run = run_;
-    if (run && !run->done) {
-      run->stopping = true;
-      SetState(crest::v1::DAEMON_STOPPING);
-    }
-  }
-  if (run) {
-    bool was_running = false;
-    {
-      absl::MutexLock lock(&mu_);
-      was_running = !run->done;
-    }
-    if (was_running) {
-      spdlog::info("stopping daemon pid {} (SIGTERM, grace {})", run->pid,
-                   absl::FormatDuration(grace));
-      run->process->SignalGroup(SIGTERM).IgnoreError();
-      bool done = false;
-      {
-        absl::MutexLock lock(&mu_);
-        done = mu_.AwaitWithTimeout(absl::Condition(
-                                        +[](Run* r) { return r->done; }, run.get()),
-                                    grace);
-      }
-      if (!done) {
-        spdlog::warn("daemon pid {} ignored SIGTERM for {}; SIGKILL to its group", run->pid,
-                     absl::FormatDuration(grace));
-        run->process->SignalGroup(SIGKILL).IgnoreError();
-        reply.set_killed(true);
-        absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(
-                                 +[](Run* r) { return r->done; }, run.get()),
-                             kReapWait);
-      }
-    }
-    if (run->monitor.joinable()) run->monitor.join();
-    reply.set_was_running(was_running);
-    {
-      absl::MutexLock lock(&mu_);
-      reply.set_exit_code(run->exit ? run->exit->code : -1);
-      if (run_ == run) run_.reset();
-      if (state_ != crest::v1::DAEMON_FAILED || was_running) SetState(crest::v1::DAEMON_STOPPED);
-      effective_.clear();
-    }
-    RemovePidRecord();
-  }
-  absl::Status restored = config_json_.Restore();
-  if (!restored.ok()) spdlog::error("restoring config.json: {}", std::string(restored.message()));
-  return reply;
-}
-
 crest::v1::DaemonStatus DaemonSupervisor::Status() const {
   absl::MutexLock lock(&mu_);
   crest::v1::DaemonStatus s;

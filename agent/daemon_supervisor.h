@@ -11,6 +11,8 @@
 // child waits before exec, a failed write refuses the start, and the kernel
 // SIGKILLs the daemon when the agent dies (parent-death signal, armed from a
 // spawn thread that lives as long as the agent).
+// Defined in daemon_supervisor.cc (start, status) and daemon_watch.cc (the
+// daemon's output and exit, stop).
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +32,7 @@
 
 #include "agent/agent_config.h"
 #include "agent/config_json_editor.h"
+#include "agent/daemon_output.h"  // ParseKCacheBlocks, for the fuzzer and tests
 #include "agent/rotating_log.h"
 #include "common/clock.h"
 #include "common/subprocess.h"
@@ -122,8 +125,5 @@ class DaemonSupervisor {
   std::optional<MindieConfigView> current_config_ ABSL_GUARDED_BY(mu_);
   StateListener listener_ ABSL_GUARDED_BY(mu_);
 };
-
-// "...k_caches[0].shape=torch.Size([2176, 128, 8, 128])" -> 2176.
-std::optional<int64_t> ParseKCacheBlocks(const std::string& line);
 
 }  // namespace crest::agent

@@ -47,6 +47,11 @@ inline constexpr IntRange kNpuMemSizeGb{1, 1024};
 
 // ServerConfig: port, managementPort and metricsPort.
 inline constexpr IntRange kPort{1024, 65535};
+// mindie-sim's ports (its config.json and the agent's `sim:` section): a
+// MindIE port, or 0 for one the OS assigns, which MindIE itself refuses.
+constexpr bool IsSimPort(int64_t port) { return port == 0 || kPort.Contains(port); }
+// "0 or [1024, 65535]", as errors about a sim port quote it.
+inline std::string SimPortRange() { return absl::StrCat("0 or ", kPort.ToString()); }
 inline constexpr IntRange kMaxLinkNum{1, 1000000};
 
 }  // namespace mindie

@@ -7,6 +7,8 @@
 // its background error: the campaign it concerned fails, and every later
 // change is refused until a restart reloads the store, which is the truth.
 // Plain class: the gRPC service is a thin adapter over it.
+// Defined in campaign_manager.cc (campaigns, scheduling), campaign_jobs.cc
+// (a job's launch and end) and campaign_put_back.cc (hosts and nodes put back).
 #pragma once
 
 #include <functional>

@@ -137,14 +137,13 @@ absl::Status ParseServer(const Reader& root, const std::string& install_dir, Sim
   ServerSettings& out = c.server;
   CREST_ASSIGN_OR_RETURN(out.ip_address, s.String("ipAddress"));
   CREST_ASSIGN_OR_RETURN(out.management_ip_address, s.String("managementIpAddress"));
-  // MindIE accepts mindie::kPort; 0 (OS-assigned) is mindie-sim's addition.
   for (auto [key, field] :
        {std::pair{"port", &out.port}, std::pair{"managementPort", &out.management_port},
         std::pair{"metricsPort", &out.metrics_port}}) {
     CREST_ASSIGN_OR_RETURN(*field, s.Int(key, 0, mindie::kPort.max));
-    if (*field != 0 && *field < mindie::kPort.min) {
-      return RangeError(s.Path(key), absl::StrCat(*field, " is out of range, expected 0 or ",
-                                                  mindie::kPort.ToString()));
+    if (!mindie::IsSimPort(*field)) {
+      return RangeError(
+          s.Path(key), absl::StrCat(*field, " is out of range, expected ", mindie::SimPortRange()));
     }
   }
   bool same_ip = out.ip_address == out.management_ip_address;

@@ -1,0 +1,115 @@
+#include "controller/knee_reading.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace crest::controller::knee {
+namespace {
+
+double Mean(const PointOutcome& o) { return o.objective; }
+
+}  // namespace
+
+double DecisionNoise(const SearchSpace& space, const Outcomes& finished) {
+  constexpr double kPriorWeight = 2;
+  double sum_sq = 0;
+  size_t dof = 0;
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk || o.untrusted || o.samples.size() < 2) continue;
+    double mean = 0;
+    for (double v : o.samples) mean += v;
+    mean /= static_cast<double>(o.samples.size());
+    for (double v : o.samples) sum_sq += (v / mean - 1) * (v / mean - 1);
+    dof += o.samples.size() - 1;
+  }
+  return std::sqrt((sum_sq + kPriorWeight * space.noise_prior * space.noise_prior) /
+                   (static_cast<double>(dof) + kPriorWeight));
+}
+
+size_t Runs(const PointOutcome& o) { return std::max<size_t>(1, o.samples.size()); }
+
+Reading Read(const SearchSpace& space, const Outcomes& finished) {
+  Reading r;
+  for (const auto& [point, o] : finished) {
+    r.signal |= o.kind == PointOutcome::Kind::kOk && o.preemptions.has_value();
+  }
+  const double noise = DecisionNoise(space, finished);
+  // The best trusted point seen so far, ascending: a drop is judged against it.
+  const PointOutcome* best_below = nullptr;
+  for (const auto& [point, o] : finished) {
+    Side side = Side::kBelow;
+    if (o.kind != PointOutcome::Kind::kOk) {
+      side = Side::kPast;  // infeasible or failed: caps the range
+    } else if (r.signal && o.preemptions.has_value()) {
+      side = *o.preemptions > 0 ? Side::kPast : Side::kBelow;
+    } else if (!o.untrusted && best_below != nullptr) {
+      const double band = NoiseBand(noise, Runs(o), Runs(*best_below));
+      const double drop = 1 - Mean(o) / Mean(*best_below);
+      if (drop > band) side = Side::kPast;
+    }
+    r.side[point] = side;
+    if (side == Side::kBelow && !o.untrusted && !o.samples.empty() &&
+        (best_below == nullptr || Mean(o) > Mean(*best_below))) {
+      best_below = &o;
+    }
+  }
+  for (const auto& [point, side] : r.side) {
+    if (side == Side::kPast) {
+      r.past = point;
+      const PointOutcome& o = finished.at(point);
+      if (o.kind != PointOutcome::Kind::kOk) {
+        r.past_why =
+            absl::StrCat(o.kind == PointOutcome::Kind::kInfeasible ? "infeasible" : "failed",
+                         o.reason.empty() ? "" : ": " + o.reason);
+      } else if (o.preemptions.has_value() && r.signal) {
+        r.past_why = absl::StrCat(*o.preemptions, " preemptions");
+      } else {
+        r.past_why = "throughput fell beyond the noise band";
+      }
+      break;
+    }
+  }
+  for (const auto& [point, side] : r.side) {
+    if (side == Side::kBelow && point < r.past) r.below = point;
+  }
+  return r;
+}
+
+int64_t Resolution(const SearchSpace& space, int64_t at) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::floor(space.resolution * at)));
+}
+
+std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
+                                                             const Reading& r) {
+  std::vector<std::pair<int64_t, const PointOutcome*>> out;
+  for (const auto& [point, o] : finished) {
+    if (o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() &&
+        (point < r.past || !r.signal)) {
+      out.emplace_back(point, &o);
+    }
+  }
+  return out;
+}
+
+int64_t Cap(const Outcomes& finished) {
+  int64_t cap = std::numeric_limits<int64_t>::max();
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk) cap = std::min(cap, point);
+  }
+  return cap;
+}
+
+double BestMean(const Outcomes& finished) {
+  const int64_t cap = Cap(finished);
+  double best = 0;
+  for (const auto& [point, o] : finished) {
+    if (o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap) {
+      best = std::max(best, o.objective);
+    }
+  }
+  return best;
+}
+
+}  // namespace crest::controller::knee

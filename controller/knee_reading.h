@@ -1,0 +1,55 @@
+// What the finished points of a knee search (search_knee.cc) say: each
+// point's side of the KV-cache knee, the bracket around it, the noise a
+// decision assumes, and the trusted points and the cap the other parts of
+// the search (knee_probes.h, knee_cost_model.h) read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/search.h"
+
+namespace crest::controller::knee {
+
+// Spacing of the first points around the predicted knee, relative.
+constexpr double kSpread = 0.04;
+
+// Runs at most of each of two points the noise cannot tell apart.
+constexpr size_t kMaxDecidingRuns = 2;
+
+enum class Side { kBelow, kPast };
+
+struct Reading {
+  std::map<int64_t, Side> side;                        // every measured point's side of the knee
+  bool signal = false;                                 // the daemon publishes preemptions
+  int64_t past = std::numeric_limits<int64_t>::max();  // smallest point past the knee
+  std::optional<int64_t> below;                        // largest point below it
+  std::string past_why;
+};
+
+// Runs behind a point's mean (at least one).
+size_t Runs(const PointOutcome& o);
+// The noise a decision assumes: the measured one shrunk toward the prior
+// with the weight of two runs, so that two close samples by chance do not
+// make every small difference a fall.
+double DecisionNoise(const SearchSpace& space, const Outcomes& finished);
+// Each point's side of the knee, the bracket, and why its upper end is past.
+Reading Read(const SearchSpace& space, const Outcomes& finished);
+// The bracket width at which the knee counts as located, near `at`.
+int64_t Resolution(const SearchSpace& space, int64_t at);
+// Trusted ok points below the cap (infeasible / failed points), by point.
+std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
+                                                             const Reading& r);
+// The cap from above: the smallest infeasible or failed point.
+int64_t Cap(const Outcomes& finished);
+// The mean of the best trusted ok point below the cap, whatever its side of
+// the knee: what a fall is judged against.
+double BestMean(const Outcomes& finished);
+
+}  // namespace crest::controller::knee
