@@ -1,9 +1,11 @@
 // Offline checks of one rendered kustomization (`kubectl kustomize DIR`):
 // every object against the Kubernetes schemas of the kubernetes-models
-// packages (cert-manager and Prometheus Operator kinds included), then the
-// references between objects that no schema sees: selectors and labels,
-// Service and probe ports, Secret/ConfigMap/PVC/ServiceAccount names, the
-// controller address the agents dial, and one TLS identity per component.
+// packages (cert-manager and Prometheus Operator kinds included), rejecting
+// fields a schema does not define as the API server's strict field validation
+// does; then the references between objects that no schema sees: selectors
+// and labels, Service and probe ports, Secret/ConfigMap/PVC/ServiceAccount
+// names, the controller address the agents dial, and one TLS identity per
+// component.
 //
 // Usage: node check_manifests.js RENDERED.yaml [--external-secret NAME]...
 // Prints one line per problem ("<kind>/<name>: what, expected what") and
@@ -55,18 +57,76 @@ const id = (o) => `${o.kind}/${(o.metadata || {}).name}`;
 const problem = (o, what) => problems.push(`${id(o)}: ${what}`);
 
 // --- schemas ---------------------------------------------------------------
+// The kubernetes-models validators accept fields their schemas do not define
+// (no additionalProperties: false, no strict mode), so a misspelt field such
+// as `imagePullPolcy` would pass and the API server would drop it. Their
+// generated code reads every property a schema defines, so each object is
+// validated through a Proxy that records the keys read: a key never read is
+// unknown to the schema. A map type (labels) enumerates its keys, and a
+// free-form object (preserve-unknown-fields) is never looked into; both are
+// exempt.
+function tracked(value, path, read) {
+  if (value === null || typeof value !== 'object') return value;
+  const entry = {path, value, keys: new Set(), listed: false};
+  read.push(entry);
+  const children = new Map();
+  const childPath = (k) => (Array.isArray(value) ? `${path}[${k}]` : path ? `${path}.${k}` : k);
+  return new Proxy(value, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver);
+      if (typeof key !== 'string' || !Object.prototype.hasOwnProperty.call(target, key)) {
+        if (typeof key === 'string') entry.keys.add(key);
+        return v;
+      }
+      entry.keys.add(key);
+      if (!children.has(key)) children.set(key, tracked(v, childPath(key), read));
+      return children.get(key);
+    },
+    has(target, key) {
+      if (typeof key === 'string') entry.keys.add(key);
+      return Reflect.has(target, key);
+    },
+    ownKeys(target) {
+      entry.listed = true;
+      return Reflect.ownKeys(target);
+    },
+  });
+}
+function unknownFields(read) {
+  const unknown = [];
+  for (const e of read) {
+    if (Array.isArray(e.value) || e.listed || e.keys.size === 0) continue;
+    for (const k of Object.keys(e.value)) {
+      if (!e.keys.has(k)) unknown.push(e.path ? `${e.path}.${k}` : k);
+    }
+  }
+  return unknown;
+}
+
 for (const o of objects) {
   const Model = o.apiVersion && o.kind ? modelFor(o.apiVersion, o.kind) : null;
   if (!Model) {
     problem(o, `no schema for apiVersion '${o.apiVersion}' kind '${o.kind}'`);
     continue;
   }
+  const read = [];
   try {
-    new Model(o).validate();
+    Model.prototype.validate.call(tracked(new Model(o), '', read));
   } catch (e) {
     problem(o, `schema: ${e.message}`);
   }
+  for (const field of unknownFields(read)) {
+    problem(o, `unknown field '${field}' (the ${o.apiVersion} ${o.kind} schema has no such field)`);
+  }
 }
+
+// The reference checks below assume schema-valid objects; on one that is not
+// they may throw, so print the problems found so far rather than a stack trace.
+process.on('uncaughtException', (e) => {
+  for (const p of problems) console.log(p);
+  console.log(`${file}: cross-reference checks stopped (${e.message}) after ${problems.length} problem(s)`);
+  process.exit(1);
+});
 
 // --- indexes -----------------------------------------------------------------
 const byKind = (kind) => objects.filter((o) => o.kind === kind);
@@ -236,7 +296,7 @@ for (const s of byKind('Service')) {
 for (const m of byKind('ServiceMonitor')) {
   const services = byKind('Service').filter((s) => matches(m.spec.selector.matchLabels, s.metadata.labels));
   if (!services.length) problem(m, `selector ${JSON.stringify(m.spec.selector.matchLabels)} matches no Service's labels`);
-  for (const e of m.spec.endpoints) {
+  for (const e of m.spec.endpoints || []) {
     if (!services.some((s) => s.spec.ports.some((p) => p.name === e.port))) {
       problem(m, `endpoint port '${e.port}' is not a named port of the selected Services`);
     }
@@ -245,7 +305,7 @@ for (const m of byKind('ServiceMonitor')) {
 for (const m of byKind('PodMonitor')) {
   const pods = workloads.filter((w) => matches(m.spec.selector.matchLabels, w.spec.template.metadata.labels));
   if (!pods.length) problem(m, `selector ${JSON.stringify(m.spec.selector.matchLabels)} matches no workload's pods`);
-  for (const e of m.spec.podMetricsEndpoints) {
+  for (const e of m.spec.podMetricsEndpoints || []) {
     if (!pods.some((w) => w.spec.template.spec.containers.some((c) => containerPorts(c).some((p) => p.name === e.port)))) {
       problem(m, `endpoint port '${e.port}' is not a named container port of the selected pods`);
     }
