@@ -4,8 +4,9 @@
 // fields a schema does not define as the API server's strict field validation
 // does; then the references between objects that no schema sees: selectors
 // and labels, Service and probe ports, Secret/ConfigMap/PVC/ServiceAccount
-// names, the controller address the agents dial, and one TLS identity per
-// component.
+// names, the controller address the agents dial, one TLS identity per
+// component, and a writable volume for every path the agent and its daemon
+// write under a read-only root filesystem.
 //
 // Usage: node check_manifests.js RENDERED.yaml [--external-secret NAME]...
 // Prints one line per problem ("<kind>/<name>: what, expected what") and
@@ -164,6 +165,30 @@ function resolvePort(c, port) {
   return found ? found.port : undefined;
 }
 
+// The mount a path is under (the deepest one), if any.
+function mountOf(c, path) {
+  const under = (c.volumeMounts || []).filter((m) => path === m.mountPath || path.startsWith(`${m.mountPath.replace(/\/$/, '')}/`));
+  return under.sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+}
+const writableVolume = (v) => v && !v.configMap && !v.secret && !v.downwardAPI && !v.projected;
+// What a crest-agent container and the daemon it starts write: the state dir,
+// the host's sysfs, /tmp, the MindIE install of its config (config.json), and
+// the daemon's log dirs under root's home (it runs as root, the agent's child:
+// ~/mindie/log for MindIE, ~/ascend/log for the CANN runtime's plog).
+function agentWrites(w, c, volumes) {
+  const writes = [[flag(c, 'state-dir'), 'the agent state dir'], [flag(c, 'sysfs-root'), 'the host sysfs'],
+    ['/tmp', 'temporary files'], ['/root/mindie/log', "MindIE's logs"], ['/root/ascend/log', "the CANN runtime's logs"]];
+  const config = flag(c, 'config');
+  const m = config && mountOf(c, config);
+  const v = m && volumes.get(m.name);
+  const cm = v && v.configMap && byKind('ConfigMap').find((x) => x.metadata.name === v.configMap.name &&
+    x.metadata.namespace === w.metadata.namespace);
+  const text = cm && (cm.data || {})[m.subPath || config.slice(m.mountPath.length + 1)];
+  const daemon = text ? (YAML.parse(text) || {}).daemon : undefined;
+  if (daemon && daemon.install_dir) writes.push([daemon.install_dir, 'the MindIE install of --config: config.json']);
+  return writes.filter(([path]) => path);
+}
+
 // --- workloads ---------------------------------------------------------------
 const secretMounts = new Map();  // secret name -> workloads mounting it
 for (const w of workloads) {
@@ -213,6 +238,16 @@ for (const w of workloads) {
     for (const a of [...(c.args || []), ...probeWords]) {
       const m = a.match(/^--tls-(cert|key|ca)=(.+)$/);
       if (m && !mounted(m[2])) problem(w, `${where}: ${a} is on no mounted volume`);
+    }
+    if (/crest-agent$/.test((c.command || [])[0] || '') && (c.securityContext || {}).readOnlyRootFilesystem) {
+      for (const [path, what] of agentWrites(w, c, volumes)) {
+        const m = mountOf(c, path);
+        if (!m) {
+          problem(w, `${where}: ${path} (${what}) is on the read-only root filesystem; mount a writable volume there`);
+        } else if (m.readOnly || !writableVolume(volumes.get(m.name))) {
+          problem(w, `${where}: ${path} (${what}) is on volume '${m.name}', which is read-only`);
+        }
+      }
     }
     const listen = flag(c, 'listen');
     const tls = (c.args || []).some((a) => a.startsWith('--tls-cert='));

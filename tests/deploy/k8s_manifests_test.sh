@@ -85,6 +85,13 @@ expect_problem unknown-spec-field 's/^  replicas: 1$/&\n  progressDeadline: 600/
   "Deployment/crest-controller: unknown field 'spec.progressDeadline'"
 expect_problem unknown-crd-field 's/^  endpoints:$/  endpoint:/' \
   "ServiceMonitor/crest-controller: unknown field 'spec.endpoint'"
+# What the agent and its daemon write stays writable under the read-only root
+# filesystem: the daemon's log dir under root's home, and the MindIE install
+# that the agent's config names (config.json).
+expect_problem daemon-log-dir 's|^\(        - mountPath: \)/root/mindie/log$|\1/root/mindie/logs|' \
+  "DaemonSet/crest-agent: container 'agent': /root/mindie/log (MindIE's logs) is on the read-only root filesystem"
+expect_problem mindie-install-read-only 's|^\(        - mountPath: /usr/local/Ascend/mindie\)$|\1\n          readOnly: true|' \
+  "/usr/local/Ascend/mindie/latest/mindie-service (the MindIE install of --config: config.json) is on volume 'mindie', which is read-only"
 if check "$here/testdata/flawed.yaml" >"$work/flawed.out"; then fail "flawed.yaml passed"; fi
 for want in 'kubelet gRPC probe, which sends no client certificate' \
   "a DaemonSet must not mount Secret 'crest-tls'" 'each component has its own identity' \
