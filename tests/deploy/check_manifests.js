@@ -1,9 +1,12 @@
 // Offline checks of one rendered kustomization (`kubectl kustomize DIR`):
 // every object against the Kubernetes schemas of the kubernetes-models
-// packages (cert-manager and Prometheus Operator kinds included), then the
-// references between objects that no schema sees: selectors and labels,
-// Service and probe ports, Secret/ConfigMap/PVC/ServiceAccount names, the
-// controller address the agents dial, and one TLS identity per component.
+// packages (cert-manager and Prometheus Operator kinds included), rejecting
+// fields a schema does not define as the API server's strict field validation
+// does; then the references between objects that no schema sees: selectors
+// and labels, Service and probe ports, Secret/ConfigMap/PVC/ServiceAccount
+// names, the controller address the agents dial, one TLS identity per
+// component, and a writable volume for every path the agent and its daemon
+// write under a read-only root filesystem.
 //
 // Usage: node check_manifests.js RENDERED.yaml [--external-secret NAME]...
 // Prints one line per problem ("<kind>/<name>: what, expected what") and
@@ -55,18 +58,76 @@ const id = (o) => `${o.kind}/${(o.metadata || {}).name}`;
 const problem = (o, what) => problems.push(`${id(o)}: ${what}`);
 
 // --- schemas ---------------------------------------------------------------
+// The kubernetes-models validators accept fields their schemas do not define
+// (no additionalProperties: false, no strict mode), so a misspelt field such
+// as `imagePullPolcy` would pass and the API server would drop it. Their
+// generated code reads every property a schema defines, so each object is
+// validated through a Proxy that records the keys read: a key never read is
+// unknown to the schema. A map type (labels) enumerates its keys, and a
+// free-form object (preserve-unknown-fields) is never looked into; both are
+// exempt.
+function tracked(value, path, read) {
+  if (value === null || typeof value !== 'object') return value;
+  const entry = {path, value, keys: new Set(), listed: false};
+  read.push(entry);
+  const children = new Map();
+  const childPath = (k) => (Array.isArray(value) ? `${path}[${k}]` : path ? `${path}.${k}` : k);
+  return new Proxy(value, {
+    get(target, key, receiver) {
+      const v = Reflect.get(target, key, receiver);
+      if (typeof key !== 'string' || !Object.prototype.hasOwnProperty.call(target, key)) {
+        if (typeof key === 'string') entry.keys.add(key);
+        return v;
+      }
+      entry.keys.add(key);
+      if (!children.has(key)) children.set(key, tracked(v, childPath(key), read));
+      return children.get(key);
+    },
+    has(target, key) {
+      if (typeof key === 'string') entry.keys.add(key);
+      return Reflect.has(target, key);
+    },
+    ownKeys(target) {
+      entry.listed = true;
+      return Reflect.ownKeys(target);
+    },
+  });
+}
+function unknownFields(read) {
+  const unknown = [];
+  for (const e of read) {
+    if (Array.isArray(e.value) || e.listed || e.keys.size === 0) continue;
+    for (const k of Object.keys(e.value)) {
+      if (!e.keys.has(k)) unknown.push(e.path ? `${e.path}.${k}` : k);
+    }
+  }
+  return unknown;
+}
+
 for (const o of objects) {
   const Model = o.apiVersion && o.kind ? modelFor(o.apiVersion, o.kind) : null;
   if (!Model) {
     problem(o, `no schema for apiVersion '${o.apiVersion}' kind '${o.kind}'`);
     continue;
   }
+  const read = [];
   try {
-    new Model(o).validate();
+    Model.prototype.validate.call(tracked(new Model(o), '', read));
   } catch (e) {
     problem(o, `schema: ${e.message}`);
   }
+  for (const field of unknownFields(read)) {
+    problem(o, `unknown field '${field}' (the ${o.apiVersion} ${o.kind} schema has no such field)`);
+  }
 }
+
+// The reference checks below assume schema-valid objects; on one that is not
+// they may throw, so print the problems found so far rather than a stack trace.
+process.on('uncaughtException', (e) => {
+  for (const p of problems) console.log(p);
+  console.log(`${file}: cross-reference checks stopped (${e.message}) after ${problems.length} problem(s)`);
+  process.exit(1);
+});
 
 // --- indexes -----------------------------------------------------------------
 const byKind = (kind) => objects.filter((o) => o.kind === kind);
@@ -102,6 +163,30 @@ const containerPorts = (c) => (c.ports || []).map((p) => ({name: p.name, port: p
 function resolvePort(c, port) {
   const found = containerPorts(c).find((p) => p.name === port || p.port === port);
   return found ? found.port : undefined;
+}
+
+// The mount a path is under (the deepest one), if any.
+function mountOf(c, path) {
+  const under = (c.volumeMounts || []).filter((m) => path === m.mountPath || path.startsWith(`${m.mountPath.replace(/\/$/, '')}/`));
+  return under.sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+}
+const writableVolume = (v) => v && !v.configMap && !v.secret && !v.downwardAPI && !v.projected;
+// What a crest-agent container and the daemon it starts write: the state dir,
+// the host's sysfs, /tmp, the MindIE install of its config (config.json), and
+// the daemon's log dirs under root's home (it runs as root, the agent's child:
+// ~/mindie/log for MindIE, ~/ascend/log for the CANN runtime's plog).
+function agentWrites(w, c, volumes) {
+  const writes = [[flag(c, 'state-dir'), 'the agent state dir'], [flag(c, 'sysfs-root'), 'the host sysfs'],
+    ['/tmp', 'temporary files'], ['/root/mindie/log', "MindIE's logs"], ['/root/ascend/log', "the CANN runtime's logs"]];
+  const config = flag(c, 'config');
+  const m = config && mountOf(c, config);
+  const v = m && volumes.get(m.name);
+  const cm = v && v.configMap && byKind('ConfigMap').find((x) => x.metadata.name === v.configMap.name &&
+    x.metadata.namespace === w.metadata.namespace);
+  const text = cm && (cm.data || {})[m.subPath || config.slice(m.mountPath.length + 1)];
+  const daemon = text ? (YAML.parse(text) || {}).daemon : undefined;
+  if (daemon && daemon.install_dir) writes.push([daemon.install_dir, 'the MindIE install of --config: config.json']);
+  return writes.filter(([path]) => path);
 }
 
 // --- workloads ---------------------------------------------------------------
@@ -153,6 +238,16 @@ for (const w of workloads) {
     for (const a of [...(c.args || []), ...probeWords]) {
       const m = a.match(/^--tls-(cert|key|ca)=(.+)$/);
       if (m && !mounted(m[2])) problem(w, `${where}: ${a} is on no mounted volume`);
+    }
+    if (/crest-agent$/.test((c.command || [])[0] || '') && (c.securityContext || {}).readOnlyRootFilesystem) {
+      for (const [path, what] of agentWrites(w, c, volumes)) {
+        const m = mountOf(c, path);
+        if (!m) {
+          problem(w, `${where}: ${path} (${what}) is on the read-only root filesystem; mount a writable volume there`);
+        } else if (m.readOnly || !writableVolume(volumes.get(m.name))) {
+          problem(w, `${where}: ${path} (${what}) is on volume '${m.name}', which is read-only`);
+        }
+      }
     }
     const listen = flag(c, 'listen');
     const tls = (c.args || []).some((a) => a.startsWith('--tls-cert='));
@@ -236,7 +331,7 @@ for (const s of byKind('Service')) {
 for (const m of byKind('ServiceMonitor')) {
   const services = byKind('Service').filter((s) => matches(m.spec.selector.matchLabels, s.metadata.labels));
   if (!services.length) problem(m, `selector ${JSON.stringify(m.spec.selector.matchLabels)} matches no Service's labels`);
-  for (const e of m.spec.endpoints) {
+  for (const e of m.spec.endpoints || []) {
     if (!services.some((s) => s.spec.ports.some((p) => p.name === e.port))) {
       problem(m, `endpoint port '${e.port}' is not a named port of the selected Services`);
     }
@@ -245,7 +340,7 @@ for (const m of byKind('ServiceMonitor')) {
 for (const m of byKind('PodMonitor')) {
   const pods = workloads.filter((w) => matches(m.spec.selector.matchLabels, w.spec.template.metadata.labels));
   if (!pods.length) problem(m, `selector ${JSON.stringify(m.spec.selector.matchLabels)} matches no workload's pods`);
-  for (const e of m.spec.podMetricsEndpoints) {
+  for (const e of m.spec.podMetricsEndpoints || []) {
     if (!pods.some((w) => w.spec.template.spec.containers.some((c) => containerPorts(c).some((p) => p.name === e.port)))) {
       problem(m, `endpoint port '${e.port}' is not a named container port of the selected pods`);
     }

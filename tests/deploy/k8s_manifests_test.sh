@@ -14,14 +14,22 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v "$kubectl" >/dev/null || fail "no '$kubectl' on PATH (Debian: kubernetes-client; run scripts/install-deps)"
 command -v node >/dev/null || fail "no 'node' on PATH (Debian: nodejs; run scripts/install-deps)"
 if [ ! -d "$here/node_modules/kubernetes-models" ]; then
-  # No npm registry reachable when scripts/install-deps ran (it says why): the
-  # rendering is still checked, the schema and reference checks are skipped.
+  # The npm packages are not installed, almost always because the npm registry
+  # was unreachable when scripts/install-deps ran `npm ci` (it warns then). The
+  # rendering is still checked; the schema and reference checks are skipped,
+  # saying why, rather than failing a build that has no registry.
   while IFS= read -r k; do
     "$kubectl" kustomize "$(dirname "$k")" >/dev/null || fail "kubectl kustomize $(dirname "$k") failed"
   done < <(find "$src/deploy/k8s" -name kustomization.yaml | sort)
-  echo "SKIP: every kustomization renders, but $here/node_modules lacks kubernetes-models" \
-    "(scripts/install-deps could not run npm ci: no npm registry reachable), so the schema and" \
-    "cross-reference checks did not run" >&2
+  if command -v npm >/dev/null; then
+    why="npm ci has not installed them: scripts/install-deps runs it and it fails where the npm registry ($(npm config get registry 2>/dev/null || echo unknown)) cannot be reached or its TLS certificate is not trusted"
+  else
+    why="npm is not installed (Debian: npm; run scripts/install-deps)"
+  fi
+  echo "SKIP (exit 77): the schema and cross-reference checks of deploy/k8s did not run, only" \
+    "'kubectl kustomize' rendering was checked. They need the npm packages of" \
+    "$here/package-lock.json (kubernetes-models) in $here/node_modules, and $why." \
+    "To run them: cd $here && npm ci" >&2
   exit 77
 fi
 work=$(mktemp -d)
@@ -68,6 +76,22 @@ expect_problem monitor-port 's/^    port: metrics$/    port: metrix/' \
   "endpoint port 'metrix'"
 expect_problem configmap-name 's/^\(        *\)name: crest-agent-config$/\1name: crest-agent-konfig/' \
   "ConfigMap 'crest-agent-konfig' is not defined"
+# The schemas reject fields they do not define, as the API server's strict
+# field validation would, rather than letting a misspelt one be dropped.
+expect_problem unknown-container-field \
+  '0,/^        image: crest/s/^\(        \)image: .*$/&\n\1imagePullPolcy: IfNotPresent/' \
+  "Deployment/crest-controller: unknown field 'spec.template.spec.containers[0].imagePullPolcy'"
+expect_problem unknown-spec-field 's/^  replicas: 1$/&\n  progressDeadline: 600/' \
+  "Deployment/crest-controller: unknown field 'spec.progressDeadline'"
+expect_problem unknown-crd-field 's/^  endpoints:$/  endpoint:/' \
+  "ServiceMonitor/crest-controller: unknown field 'spec.endpoint'"
+# What the agent and its daemon write stays writable under the read-only root
+# filesystem: the daemon's log dir under root's home, and the MindIE install
+# that the agent's config names (config.json).
+expect_problem daemon-log-dir 's|^\(        - mountPath: \)/root/mindie/log$|\1/root/mindie/logs|' \
+  "DaemonSet/crest-agent: container 'agent': /root/mindie/log (MindIE's logs) is on the read-only root filesystem"
+expect_problem mindie-install-read-only 's|^\(        - mountPath: /usr/local/Ascend/mindie\)$|\1\n          readOnly: true|' \
+  "/usr/local/Ascend/mindie/latest/mindie-service (the MindIE install of --config: config.json) is on volume 'mindie', which is read-only"
 if check "$here/testdata/flawed.yaml" >"$work/flawed.out"; then fail "flawed.yaml passed"; fi
 for want in 'kubelet gRPC probe, which sends no client certificate' \
   "a DaemonSet must not mount Secret 'crest-tls'" 'each component has its own identity' \

@@ -2,8 +2,9 @@
 # deploy/systemd: `systemd-analyze verify` (no running systemd needed) passes
 # without a single warning, with the ExecStart binaries pointed at the build;
 # the example environment files define every variable ExecStart uses; the
-# agent's unit leaves writable what it must touch (sysfs, the MindIE dir) and
-# lets it stop the daemon itself; the controller's exposure stays low.
+# agent's unit leaves writable what it must touch (sysfs, the MindIE dir, the
+# daemon's log dirs under root's home) and lets it stop the daemon itself; the
+# controller's exposure stays low.
 # Misspelled directives are caught. Usage: systemd_units_test.sh SOURCE_DIR BIN_DIR
 set -euo pipefail
 src=${1:?usage: systemd_units_test.sh SOURCE_DIR BIN_DIR}
@@ -37,11 +38,40 @@ agent=$units/crest-agent.service
 grep -qx 'KillMode=mixed' "$agent" || fail "crest-agent.service: the agent must get SIGTERM alone and stop the daemon itself"
 grep -qx 'ProtectKernelTunables=yes' "$agent" && fail "crest-agent.service: ProtectKernelTunables makes /sys read-only"
 grep -qx 'PrivateDevices=yes' "$agent" && fail "crest-agent.service: PrivateDevices hides the NPUs from the daemon"
-grep -qE '^ReadWritePaths=.*/usr/local/Ascend/mindie' "$agent" || fail "crest-agent.service: config.json is not writable"
 grep -qx 'StateDirectory=crest-agent' "$agent" || fail "crest-agent.service: no state dir"
+# Under ProtectSystem=strict only the state dir and the ReadWritePaths are
+# writable, /root included: each path the agent and its daemon (root, the
+# agent's child) write must be under one of them and exist before the sandbox
+# is set up. The MindIE install is the one of docs/agent.md's example.
+grep -qx 'ProtectSystem=strict' "$agent" || fail "crest-agent.service: ProtectSystem=strict is gone"
+grep -qE '^ProtectHome=(yes|tmpfs)$' "$agent" && fail "crest-agent.service: ProtectHome hides /root, the daemon's log dirs"
+writable() {  # UNIT PATH: PATH is under a ReadWritePaths= entry or the StateDirectory=
+  local p
+  for p in $(sed -n 's/^ReadWritePaths=//p' "$1") "/var/lib/$(sed -n 's/^StateDirectory=//p' "$1")"; do
+    p=${p#-}
+    p=${p%/}
+    [[ "$2" == "$p" || "$2" == "$p"/* ]] && return 0
+  done
+  return 1
+}
+declare -A writes=(
+  [/usr/local/Ascend/mindie/latest/mindie-service/conf/config.json]='config.json'
+  [/var/lib/crest-agent/daemon.log]='the agent state dir'
+  [/root/mindie/log/debug]="MindIE's logs"
+  [/root/ascend/log/plog]="the CANN runtime's logs")
+for path in "${!writes[@]}"; do
+  writable "$agent" "$path" || fail "crest-agent.service: $path (${writes[$path]}) is read-only: no ReadWritePaths= covers it"
+done
+for dir in /root/mindie/log /root/ascend/log; do
+  grep -qE "^ExecStartPre=\+\S*mkdir -p .*$dir( |$)" "$agent" ||
+    fail "crest-agent.service: no ExecStartPre=+mkdir -p of $dir (ReadWritePaths= needs it to exist)"
+done
+sed 's|^ReadWritePaths=/root/mindie |ReadWritePaths=|' "$agent" >"$work/no-log.service"
+cmp -s "$agent" "$work/no-log.service" && fail "the edit dropping /root/mindie changed nothing"
+writable "$work/no-log.service" /root/mindie/log/debug && fail "writable() missed a dropped ReadWritePaths= entry"
 grep -qE '^CapabilityBoundingSet=.*CAP_SYS_NICE' "$agent" || fail "crest-agent.service: pinning needs CAP_SYS_NICE"
 grep -qE '^CapabilityBoundingSet=.*CAP_SYS_ADMIN' "$agent" && fail "crest-agent.service: CAP_SYS_ADMIN is not needed"
-echo "ok: the agent can tune /sys, edit config.json, pin and stop the daemon, and no more"
+echo "ok: the agent can tune /sys, edit config.json, log, pin and stop the daemon, and no more"
 
 exposure() { systemd-analyze security --offline=true "$1" 2>/dev/null | grep -oE 'exposure level for [^:]+: [0-9.]+' | awk '{print $NF}'; }
 c=$(exposure "$work/crest-controller.service")
