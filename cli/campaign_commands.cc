@@ -486,9 +486,7 @@ void AddCampaignCommands(CLI::App& crest, Action* action) {
                      "the curves beside Crest's");
   AddCommon(report, report_flags.get(), false);
   report->callback([=] {
-    *action = [=] {
-      return Report(*report_flags, *report_id, *format, *out_file, *practice_id);
-    };
+    *action = [=] { return Report(*report_flags, *report_id, *format, *out_file, *practice_id); };
   });
 
   auto* agents = group->add_subcommand("agents", "List the agents the controller knows");

@@ -185,8 +185,7 @@ calibrate: true
 
   // The HTML report marks another campaign's answer as the practice's
   // (scripts/demo runs the ladder as its own campaign); only HTML draws it.
-  CommandResult html =
-      Cli({"campaign", "report", "c1", "--format", "html", "--practice", "c2"});
+  CommandResult html = Cli({"campaign", "report", "c1", "--format", "html", "--practice", "c2"});
   EXPECT_EQ(html.code, 0) << html.output;
   EXPECT_THAT(html.output, HasSubstr(absl::StrCat(
                                "practice ", dropped["best"]["maxBatchSize"].get<int64_t>(), "<")));
