@@ -1,11 +1,7 @@
 #include "agent/agent_config.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -15,6 +11,7 @@
 
 #include "agent/config_json_editor.h"
 #include "common/file_util.h"
+#include "common/listen_port.h"
 #include "common/mindie_limits.h"
 #include "common/status.h"
 
@@ -244,24 +241,6 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, const std::
   return config;
 }
 
-absl::StatusOr<int> PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return absl::InternalError(absl::StrCat("bind: ", std::strerror(err)));
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
 absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& template_path) {
   if (::access(config.config_json.c_str(), F_OK) == 0) return absl::OkStatus();
   auto text = ReadFileToString(template_path);
@@ -273,7 +252,7 @@ absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& 
   auto port = [&](int configured, const char* key) -> absl::Status {
     int p = configured;
     if (p == 0) {
-      CREST_ASSIGN_OR_RETURN(p, PickFreePort());
+      CREST_ASSIGN_OR_RETURN(p, PickListenPort());
     }
     edits.push_back({{"ServerConfig", key}, absl::StrCat(p)});
     return absl::OkStatus();

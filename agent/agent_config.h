@@ -91,10 +91,7 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, const std::
 
 // For the built-in simulator: creates config.json from the shipped template
 // at `template_path` (if it does not exist yet) with the configured ports
-// (free ones picked when 0), model name and plain HTTP.
+// (free ones picked when 0: PickListenPort), model name and plain HTTP.
 absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& template_path);
-
-// A TCP port on 127.0.0.1 that was free a moment ago (bind 0, read, close).
-absl::StatusOr<int> PickFreePort();
 
 }  // namespace crest::agent

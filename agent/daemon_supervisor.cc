@@ -318,10 +318,12 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     }
     if (exited) {
       std::string config_error;
+      std::string last_line;
       int code = -1;
       {
         absl::MutexLock lock(&mu_);
         config_error = run->config_error_line;
+        if (!run->tail.empty()) last_line = run->tail.back();
         code = run->exit ? run->exit->code : -1;
       }
       if (!config_error.empty()) {
@@ -329,7 +331,8 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
              absl::StrCat("daemon exited (code ", code, ") with a config error: ", config_error));
       } else {
         fail(crest::v1::DAEMON_FAILURE_EXITED,
-             absl::StrCat("daemon exited before it was ready (code ", code, ")"));
+             absl::StrCat("daemon exited before it was ready (code ", code, ")",
+                          last_line.empty() ? "" : "; its last line: ", last_line));
       }
       return absl::OkStatus();
     }

@@ -116,11 +116,7 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
     if (!registry_->IsReady(job->node)) returning_.emplace(job->node, absl::InfinitePast());
     ++probe_failures_[absl::StrCat(job->campaign, "/", job->model)];
     if (probe.daemon_failed) {
-      // A daemon that cannot start at its own defaults will not start for a search.
-      ms.done = true;
-      ms.done_reason =
-          absl::StrCat("the daemon failed to start on ", job->node, ": ", probe.reason);
-      SetModelState(run, job->model, ms);
+      probe_failed_on_[absl::StrCat(job->campaign, "/", job->model)][job->node] = probe.reason;
     }
     spdlog::warn("campaign {} model {}: probe on {} failed: {}", job->campaign, job->model,
                  job->node, probe.reason);

@@ -309,8 +309,38 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
     return busy.count(node) != 0 || jobs_.Busy(node) || returning_.count(node) != 0 ||
            resetting_.count(node) != 0;
   });
+  const std::string key = absl::StrCat(id, "/", model.name());
+  // A daemon that cannot start at its own defaults on a node will not start
+  // there for a search: that node sits out the model's search. One node's
+  // failure (a port taken, a broken card) leaves the model's other nodes to
+  // try, within limits.max_retries.
+  const std::map<std::string, std::string>& failed = probe_failed_on_[key];
+  std::erase_if(nodes, [&](const std::string& n) { return failed.count(n) != 0; });
+  if (NeedsBlockNum(spec.search()) && ms.npu_block_num == 0) {
+    std::vector<std::string> eligible =
+        FreeEligibleNodes(model, agents, [](const std::string&) { return false; });
+    const bool all_failed = !failed.empty() && !eligible.empty() &&
+                            std::all_of(eligible.begin(), eligible.end(),
+                                        [&](const std::string& n) { return failed.count(n) != 0; });
+    if (all_failed && running == 0) {
+      std::vector<std::string> why;
+      why.reserve(failed.size());
+      for (const auto& [node, reason] : failed) why.push_back(absl::StrCat(node, ": ", reason));
+      ModelState done = ms;
+      done.done = true;
+      done.done_reason = absl::StrCat(failed.size() == 1 ? "the daemon failed to start on "
+                                                         : "the daemon failed to start on every "
+                                                           "node of the model (",
+                                      absl::StrJoin(why, "; "), failed.size() == 1 ? "" : ")");
+      if (SetModelState(run, model.name(), done)) {
+        spdlog::info("campaign {} model {}: search done: {}", id, model.name(), done.done_reason);
+        notifier_.Changed(id);
+      }
+      return ms.done;
+    }
+  }
   ModelPlan plan = PlanModel(spec, model, ms, run.stored.trials, *run.strategy, running,
-                             nodes.size(), probe_failures_[absl::StrCat(id, "/", model.name())]);
+                             nodes.size(), probe_failures_[key]);
   if (plan.done_reason) {
     ModelState done = ms;
     done.done = true;

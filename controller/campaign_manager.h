@@ -152,6 +152,10 @@ class CampaignManager {
   std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);  // campaign ids, creation order
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> probe_failures_ ABSL_GUARDED_BY(mu_);  // campaign/model -> count
+  // campaign/model -> node -> why the daemon failed to start there at its
+  // defaults: the next probe goes to another node; the model ends when every
+  // eligible node has failed (ScheduleModel).
+  std::map<std::string, std::map<std::string, std::string>> probe_failed_on_ ABSL_GUARDED_BY(mu_);
   // Nodes lost with a trial on them, or not restored at a campaign's end
   // because unreachable: no job goes there until they are put back.
   // The value: not before then (a channel that was cut needs a moment, its

@@ -84,6 +84,40 @@ TEST_F(ManagerTest, OutOfMemoryIsInfeasibleAndEndsTheSearch) {
   EXPECT_EQ(manager_->Report(c->id())->models(0).best().parameters().max_batch_size(), 500);
 }
 
+TEST_F(ManagerTest, ADaemonThatFailsToStartOnOneNodeIsProbedOnAnother) {
+  // Node a cannot start the daemon even at its defaults (maxBatchSize 200).
+  auto a = AddAgent("a");
+  a->SetOomAbove(100);
+  auto b = AddAgent("b");
+  b->SetCurve(PracticeCurve);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c =
+      manager_->Create(Spec("name: probe\nmodels: [{name: m}]\nclient: {request_count: 2000}\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  ASSERT_EQ(a->starts().size(), 1u);  // the probe, and nothing after it
+  EXPECT_EQ(a->starts()[0].overrides_size(), 0);
+  EXPECT_THAT(Summary(Trials(c->id())),
+              ElementsAre("435:TRIAL_OK@b", "500:TRIAL_OK@b", "600:TRIAL_OK@b"));
+  EXPECT_EQ(manager_->Report(c->id())->models(0).best().parameters().max_batch_size(), 500);
+}
+
+TEST_F(ManagerTest, ADaemonThatFailsToStartOnEveryNodeEndsTheModelNamingEach) {
+  for (const char* n : {"a", "b"}) AddAgent(n)->SetOomAbove(100);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: probe\nmodels: [{name: m}]\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_FAILED));
+  EXPECT_TRUE(Trials(c->id()).empty());
+  for (const char* n : {"a", "b"}) EXPECT_EQ(connector_.agent(n)->starts().size(), 1u) << n;
+  auto view = manager_->Get(c->id());
+  CREST_ASSERT_OK(view);
+  EXPECT_THAT(view->reason(), HasSubstr("the daemon failed to start on every node of the model"));
+  EXPECT_THAT(view->reason(), HasSubstr("a: "));
+  EXPECT_THAT(view->reason(), HasSubstr("b: "));
+  EXPECT_THAT(view->reason(), HasSubstr("out of memory"));
+}
+
 TEST_F(ManagerTest, ModelsRunInParallelOnTheirOwnNodes) {
   for (const char* n : {"a1", "a2"}) AddAgent(n, "A")->SetCurve(PracticeCurve);
   AddAgent("b1", "B")->SetCurve([](int64_t b) { return b <= 600 ? 1.0 * b : 10.0; });

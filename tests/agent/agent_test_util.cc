@@ -12,6 +12,7 @@
 #include "agent/agent_config.h"
 #include "agent/config_json_editor.h"
 #include "common/file_util.h"
+#include "common/listen_port.h"
 #include "common/status.h"
 
 namespace crest::agent::testing {
@@ -22,7 +23,7 @@ absl::StatusOr<std::string> WriteSimConfigJson(
   CREST_ASSIGN_OR_RETURN(std::string text, ReadFileToString(SourceDir() + "/sim/conf/config.json"));
   std::vector<JsonEdit> edits;
   for (const char* key : {"port", "managementPort", "metricsPort"}) {
-    CREST_ASSIGN_OR_RETURN(int port, PickFreePort());
+    CREST_ASSIGN_OR_RETURN(int port, PickListenPort());
     edits.push_back({{"ServerConfig", key}, absl::StrCat(port)});
   }
   edits.push_back({{"ServerConfig", "managementIpAddress"}, "\"127.0.0.1\""});

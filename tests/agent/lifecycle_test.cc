@@ -1,6 +1,10 @@
 // DaemonSupervisor against the real mindie-sim: ready with npuBlockNum,
-// crash after ready, out of memory, start-up timeout, config error, stop with
+// crash after ready, exit before ready, out of memory, start-up timeout, config error, stop with
 // no orphan, one daemon at a time, config.json restored byte-for-byte.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <map>
 #include <mutex>
@@ -14,6 +18,7 @@
 #include "agent/daemon_supervisor.h"
 #include "agent/pinning.h"
 #include "common/file_util.h"
+#include "common/listen_port.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
@@ -191,6 +196,28 @@ TEST_F(LifecycleTest, ConfigErrorExitIsInvalidConfig) {
   ASSERT_TRUE(events.back().has_failed());
   EXPECT_EQ(events.back().failed().kind(), crest::v1::DAEMON_FAILURE_INVALID_CONFIG);
   EXPECT_NE(events.back().failed().exit_code(), 0);
+}
+
+TEST_F(LifecycleTest, AnExitBeforeReadyNamesTheDaemonsLastLine) {
+  // Something else listens on the business port: the daemon cannot serve.
+  auto port = PickListenPort();
+  CREST_ASSERT_OK(port.status());
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  auto s = Make({"--time-scale", "50"}, 20, {{{"ServerConfig", "port"}, absl::StrCat(*port)}});
+  auto events = Start(*s, {});
+  ::close(fd);
+  ASSERT_TRUE(events.back().has_failed()) << events.back().DebugString();
+  const crest::v1::DaemonFailed& f = events.back().failed();
+  EXPECT_EQ(f.kind(), crest::v1::DAEMON_FAILURE_EXITED);
+  EXPECT_THAT(f.reason(), HasSubstr("exited before it was ready (code "));
+  EXPECT_THAT(f.reason(), HasSubstr(absl::StrCat("cannot listen on 127.0.0.1:", *port)));
+  EXPECT_EQ(*ReadFileToString(config_json_), original_);
 }
 
 TEST_F(LifecycleTest, MissingBinaryIsASpawnFailure) {

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 
 #include "common/file_util.h"
+#include "common/listen_port.h"
 #include "tests/observability/stack.h"
 
 namespace crest::observability {
@@ -183,14 +184,15 @@ TEST(PrometheusTest, ScrapesACampaignAndServesEveryDashboardPanel) {
   config += daemons;
   const std::string config_file = stack.dir().File("prometheus.yml");
   ASSERT_TRUE(WriteFileAtomically(config_file, config).ok());
-  const int port = FreePort();
+  auto port = PickListenPort();
+  ASSERT_TRUE(port.ok()) << port.status();
   auto server = Process::Start(
       prometheus,
       {"--config.file=" + config_file, "--storage.tsdb.path=" + stack.dir().File("tsdb"),
-       absl::StrCat("--web.listen-address=127.0.0.1:", port), "--log.level=warn"},
+       absl::StrCat("--web.listen-address=127.0.0.1:", *port), "--log.level=warn"},
       "prometheus");
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string base = absl::StrCat("http://127.0.0.1:", port);
+  const std::string base = absl::StrCat("http://127.0.0.1:", *port);
   Prometheus prom(base);
   auto ready = PollUntil([&] { return HttpGet(base + "/-/ready"); },
                          [](const absl::StatusOr<std::string>& r) { return r.ok(); });

@@ -1,9 +1,6 @@
 #include "tests/observability/stack.h"
 
-#include <arpa/inet.h>
 #include <curl/curl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +12,7 @@
 
 #include "agent/testing/fake_sysfs.h"
 #include "common/file_util.h"
+#include "common/listen_port.h"
 
 namespace crest::observability {
 namespace {
@@ -27,22 +25,6 @@ size_t Append(char* data, size_t size, size_t n, void* out) {
 }
 
 }  // namespace
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 absl::StatusOr<std::string> HttpGet(const std::string& url) {
   CURL* curl = curl_easy_init();
@@ -143,11 +125,15 @@ bool Stack::StartAgent(const std::string& name, const std::string& model, double
   }
   std::string root = dir_.File(name);
   crest::agent::testing::WriteFakeSysfs(root + "/sys", crest::agent::testing::FakeSysfsSpec());
-  const int sim_metrics = FreePort();
+  auto sim_metrics = PickListenPort();
+  if (!sim_metrics.ok()) {
+    error_ = sim_metrics.status().ToString();
+    return false;
+  }
   std::string config = root + "/agent.yaml";
   absl::Status written =
       WriteFileAtomically(config, absl::StrCat("sim: {model: ", model, ", time_scale: ", time_scale,
-                                               ", seed: 7, metrics_port: ", sim_metrics,
+                                               ", seed: 7, metrics_port: ", *sim_metrics,
                                                "}\nlabels: {model: ", model, "}\n"));
   if (!written.ok()) {
     error_ = written.ToString();
@@ -180,7 +166,7 @@ bool Stack::StartAgent(const std::string& name, const std::string& model, double
     if (j.is_object()) management = j["ServerConfig"].value("managementIpAddress", management);
   }
   endpoints_[name] = {absl::StrCat("127.0.0.1:", *port), absl::StrCat("127.0.0.1:", *metrics),
-                      absl::StrCat(management, ":", sim_metrics)};
+                      absl::StrCat(management, ":", *sim_metrics)};
   auto registered = controller_->WaitForLine(absl::StrCat("agent ", name, " registered"), kStartup);
   if (!registered.ok()) error_ = registered.status().ToString();
   return registered.ok();

@@ -20,8 +20,6 @@ namespace crest::observability {
 using ::crest::e2e::CommandResult;
 using ::crest::e2e::Process;
 
-// A TCP port on 127.0.0.1 nobody listens on right now.
-int FreePort();
 // GET `url`; the body when the answer is 200.
 absl::StatusOr<std::string> HttpGet(const std::string& url);
 // Percent-encodes `s` for a URL query.
