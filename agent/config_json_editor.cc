@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -199,6 +200,90 @@ std::optional<ConfigValue> ToConfigValue(const nlohmann::ordered_json& v) {
   return std::nullopt;
 }
 
+// Finds the first key that appears twice in one object. JSON parsers keep one
+// of the two (nlohmann the last) while the in-place scanner would edit the
+// first: with a duplicate the file has no one meaning, so it is refused.
+class DuplicateKeyFinder final : public nlohmann::json_sax<nlohmann::ordered_json> {
+ public:
+  // "/BackendConfig/ScheduleConfig" and the key; empty when there is none.
+  const std::string& duplicate() const { return duplicate_; }
+  const std::string& where() const { return where_; }
+
+  bool null() override { return Value(); }
+  bool boolean(bool /*val*/) override { return Value(); }
+  bool number_integer(number_integer_t /*val*/) override { return Value(); }
+  bool number_unsigned(number_unsigned_t /*val*/) override { return Value(); }
+  bool number_float(number_float_t /*val*/, const string_t& /*s*/) override { return Value(); }
+  bool string(string_t& /*val*/) override { return Value(); }
+  bool binary(binary_t& /*val*/) override { return Value(); }
+  bool start_object(std::size_t /*elements*/) override {
+    Value();
+    frames_.push_back({true, {}, ""});
+    return true;
+  }
+  bool key(string_t& val) override {
+    Frame& f = frames_.back();
+    if (!f.keys.insert(val).second) {
+      duplicate_ = val;
+      where_ = Path();
+      return false;  // stops the parse
+    }
+    f.current = val;
+    return true;
+  }
+  bool end_object() override {
+    frames_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override {
+    Value();
+    frames_.push_back({false, {}, "", -1});
+    return true;
+  }
+  bool end_array() override {
+    frames_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*ex*/) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string current;
+    int64_t index = -1;
+  };
+  // A value starts: in an array it is the next element.
+  bool Value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+    return true;
+  }
+  std::string Path() const {
+    std::string path;
+    for (size_t i = 0; i + 1 < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      absl::StrAppend(&path, "/", f.object ? f.current : absl::StrCat(f.index));
+    }
+    return path.empty() ? "/" : path;
+  }
+
+  std::vector<Frame> frames_;
+  std::string duplicate_;
+  std::string where_;
+};
+
+absl::Status CheckNoDuplicateKeys(const std::string& text) {
+  DuplicateKeyFinder finder;
+  nlohmann::ordered_json::sax_parse(text, &finder);
+  if (finder.duplicate().empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("config.json: key \"", finder.duplicate(), "\" appears twice in the object at ",
+                   finder.where(), "; keep one of them (a parser keeps only one)"));
+}
+
 absl::Status Validate(const std::string& text) {
   try {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
@@ -207,7 +292,7 @@ absl::Status Validate(const std::string& text) {
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("config.json is not valid JSON: ", e.what()));
   }
-  return absl::OkStatus();
+  return CheckNoDuplicateKeys(text);
 }
 
 }  // namespace
@@ -256,6 +341,7 @@ std::string MindieConfigView::MetricsUrl() const {
 
 absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
   MindieConfigView view;
+  CREST_RETURN_IF_ERROR(CheckNoDuplicateKeys(text));
   try {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
     const auto& server = j.at("ServerConfig");

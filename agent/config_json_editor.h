@@ -27,7 +27,9 @@ struct JsonEdit {
 
 // Returns `text` with every edit applied. A missing last key is appended to
 // its parent object, formatted like the parent's last member; a missing
-// parent is an error. INVALID_ARGUMENT when `text` is not valid JSON.
+// parent is an error. INVALID_ARGUMENT when `text` is not valid JSON, or when
+// one of its objects has a key twice (which of the two counts is up to the
+// parser, so the file has no one meaning).
 absl::StatusOr<std::string> ApplyJsonEdits(const std::string& text,
                                            const std::vector<JsonEdit>& edits);
 
@@ -75,7 +77,8 @@ absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text);
 // text() without parsing it again.
 class MindieConfig {
  public:
-  // The one parse. INVALID_ARGUMENT when `text` is not a MindIE config.json.
+  // The one parse. INVALID_ARGUMENT when `text` is not a MindIE config.json
+  // (or has a key twice in one object).
   static absl::StatusOr<MindieConfig> Parse(std::string text);
 
   const std::string& original() const { return original_; }  // as parsed

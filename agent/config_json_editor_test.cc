@@ -89,6 +89,28 @@ TEST(ApplyJsonEditsTest, Errors) {
               StatusIs(absl::StatusCode::kInternal));
 }
 
+TEST(ApplyJsonEditsTest, AKeyTwiceInOneObjectIsRefusedNamingItAndWhere) {
+  // The fuzzer's find: a parser keeps the second ScheduleConfig, the scanner
+  // would have edited the first, and maxBatchSize would not have changed.
+  const std::string twice = R"({"BackendConfig": {
+    "ScheduleConfig": {"maxPrefillBatchSize": 50},
+    "ScheduleConfig": {"maxBatchSize": 200}}})";
+  const std::vector<JsonEdit> edit = {{{"BackendConfig", "ScheduleConfig", "maxBatchSize"}, "435"}};
+  EXPECT_THAT(ApplyJsonEdits(twice, edit),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key \"ScheduleConfig\" appears twice in the object at "
+                                 "/BackendConfig")));
+  EXPECT_THAT(
+      MindieConfig::Parse(R"({"ServerConfig": {"port": 1, "port": 2}, "BackendConfig": {}})"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("key \"port\" appears twice in the object at /ServerConfig")));
+  EXPECT_THAT(ApplyJsonEdits(R"({"a": [{"b": 1}, {"c": 1, "c": 2}]})", {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"c\" appears twice in the object at /a/1")));
+  // The same key in different objects is no duplicate.
+  CREST_EXPECT_OK(ApplyJsonEdits(R"({"a": {"k": 1}, "b": {"k": 2}, "k": [ {"k": 3} ]})", {}));
+}
+
 // The overrides of TrialEdits, typed.
 std::vector<ScheduleValue> TrialValues() {
   return {{"maxBatchSize", int64_t{400}},
