@@ -410,6 +410,22 @@ crest::v1::DaemonStatus DaemonSupervisor::Status() const {
   return s;
 }
 
+std::optional<std::string> DaemonSupervisor::GoneSince(int32_t pid) const {
+  absl::MutexLock lock(&mu_);
+  if (!run_ || run_->pid != pid) {
+    return absl::StrCat("the daemon (pid ", pid, ") was stopped or replaced");
+  }
+  if (run_->done) {
+    return absl::StrCat("the daemon (pid ", pid, ") exited (code ",
+                        run_->exit ? run_->exit->code : -1, ")");
+  }
+  if (run_->process) {
+    pollfd exited{run_->process->pid_fd(), POLLIN, 0};
+    if (::poll(&exited, 1, 0) > 0) return absl::StrCat("the daemon (pid ", pid, ") exited");
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<MindieConfigView> DaemonSupervisor::CurrentConfig() const {
   absl::MutexLock lock(&mu_);
   if (!current_config_) return absl::FailedPreconditionError("no daemon was started");

@@ -80,6 +80,10 @@ class DaemonSupervisor {
   crest::v1::StopDaemonReply Stop(std::optional<absl::Duration> grace);
 
   crest::v1::DaemonStatus Status() const;
+  // Why the daemon `pid` (the one a benchmark measured) is gone: it exited,
+  // or another took its place; nullopt while it runs. Asks the kernel (its
+  // pidfd), so an exit is seen before the watch thread has handled it.
+  std::optional<std::string> GoneSince(int32_t pid) const;
   // The config.json values the daemon was started with (benchmark target):
   // the view of the last start, kept from it, not read again.
   absl::StatusOr<MindieConfigView> CurrentConfig() const;

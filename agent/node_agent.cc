@@ -268,6 +268,14 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
     *out->result.mutable_daemon() = *std::move(daemon);
   }
   out->result.set_daemon_pid(daemon_pid);
+  // A daemon that died mid-run leaves figures that are not the server's,
+  // however many requests made it before.
+  if (daemon_pid != 0) {
+    if (auto gone = supervisor_.GoneSince(daemon_pid)) {
+      spdlog::error("benchmark: {} during the run", *gone);
+      out->result.set_daemon_gone(*gone);
+    }
+  }
   metrics_.RecordBenchmark(&out->result, true, clock_->Now());
   spdlog::info("benchmark done: GenerateSpeed {:.1f} tokens/s, {} ok, {} failed",
                out->result.generate_speed(), out->result.succeeded(), out->result.failed());

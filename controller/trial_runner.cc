@@ -200,6 +200,11 @@ Trial TrialRunner::Measure(
   // agent sets about itself: a label would let an agent multiply its results.
   NormalizeTimeScale(trial.mutable_result(), scale);
   for (std::string& flag : TrustFlags(trial)) trial.add_flags(std::move(flag));
+  if (!result->daemon_gone().empty()) {
+    return Ended(std::move(trial), crest::v1::TRIAL_FAILED,
+                 absl::StrCat("the daemon died during the benchmark: ", result->daemon_gone(), " (",
+                              result->succeeded(), " requests had succeeded)"));
+  }
   if (result->succeeded() == 0) {
     std::vector<std::string> why;
     for (const auto& [k, v] : result->failures()) why.push_back(absl::StrCat(k, " x", v));

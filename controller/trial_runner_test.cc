@@ -101,6 +101,18 @@ TEST_F(TrialRunnerTest, OutOfMemoryIsInfeasible) {
   EXPECT_TRUE(agent_->benchmarks().empty());
 }
 
+TEST_F(TrialRunnerTest, ADaemonThatDiesDuringTheBenchmarkFailsTheTrialWhateverSucceeded) {
+  spec_.mutable_client()->set_request_count(10);
+  agent_->SetDaemonDiesDuringBenchmarks(true);
+  crest::v1::Trial t = RunAt(500);
+  EXPECT_EQ(t.status(), crest::v1::TRIAL_FAILED);
+  EXPECT_EQ(t.reason(),
+            "the daemon died during the benchmark: the daemon (pid 1001) exited (code 134) (10 "
+            "requests had succeeded)");
+  // The figures are kept in the record, for the operator; the trial is not ok.
+  EXPECT_DOUBLE_EQ(t.result().generate_speed(), 500);
+}
+
 TEST_F(TrialRunnerTest, AnUnreachableNodeIsLostAndItsTrialInterrupted) {
   agent_->SetUnreachable(true);
   crest::v1::Trial t = RunAt(500);

@@ -197,7 +197,16 @@ absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
   r.mutable_first_token_time()->set_average_ms(first_token_ms_);
   r.mutable_decode_time()->set_average_ms(decode_ms_);
   r.set_succeeded(spec.request_count() > 0 ? spec.request_count() : 10);
+  if (daemon_dies_) {
+    r.set_daemon_gone(absl::StrCat("the daemon (pid ", pid_, ") exited (code 134)"));
+    daemons_ = 0;
+  }
   return r;
+}
+
+void FakeAgent::SetDaemonDiesDuringBenchmarks(bool dies) {
+  absl::MutexLock lock(&mu_);
+  daemon_dies_ = dies;
 }
 
 std::shared_ptr<FakeAgent> FakeConnector::Add(const std::string& name) {

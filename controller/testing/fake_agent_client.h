@@ -34,6 +34,8 @@ class FakeAgent final : public AgentClient {
   // Daemon starts with maxBatchSize above this fail with OUT_OF_MEMORY.
   void SetOomAbove(int64_t max_batch_size);
   void SetUnreachable(bool unreachable);
+  // Benchmarks report that the daemon died during the run (daemon_gone).
+  void SetDaemonDiesDuringBenchmarks(bool dies);
   // While held, benchmarks block until ReleaseBenchmarks() (which lets the
   // ones blocked now finish), cancellation or unreachability.
   void HoldBenchmarks(bool hold);
@@ -80,6 +82,7 @@ class FakeAgent final : public AgentClient {
   double decode_ms_ ABSL_GUARDED_BY(mu_) = 45.6;
   int64_t oom_above_ ABSL_GUARDED_BY(mu_) = 1 << 30;
   bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
+  bool daemon_dies_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   int release_generation_ ABSL_GUARDED_BY(mu_) = 0;
   int held_ ABSL_GUARDED_BY(mu_) = 0;
