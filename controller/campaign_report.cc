@@ -1,5 +1,9 @@
 #include "controller/campaign_report.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -31,6 +35,18 @@ void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
       EvaluateRateSearch(spec, model, stored.trials, config, chosen->noise, nullptr);
 }
 
+// The distinct trust flags on the ok search runs of `model`, sorted.
+std::set<std::string> FlagsOf(const std::vector<crest::v1::Trial>& trials,
+                              const std::string& model) {
+  std::set<std::string> flags;
+  for (const auto& t : trials) {
+    if (t.model() == model && t.status() == crest::v1::TRIAL_OK) {
+      flags.insert(t.flags().begin(), t.flags().end());
+    }
+  }
+  return flags;
+}
+
 }  // namespace
 
 crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
@@ -42,7 +58,16 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
   for (const auto& m : stored.campaign.spec().models()) {
     auto* mr = report.add_models();
     mr->set_model(m.name());
-    if (auto best = ChosenBest(stored, m.name())) *mr->mutable_best() = *best;
+    if (auto best = ChosenBest(stored, m.name())) {
+      *mr->mutable_best() = *best;
+      if (best->untrusted()) {
+        report.add_warnings(absl::StrCat(
+            m.name(), ": every run was flagged (",
+            absl::StrJoin(FlagsOf(stored.trials, m.name()), ", "),
+            "), so no maxBatchSize is recommended; the best shown is the fastest flagged point, "
+            "measured while the client or the counts could not be trusted (docs/search.md)"));
+      }
+    }
     mr->set_rounds(Rounds(stored.trials, m.name()));
     auto strategy = MakeStrategy(stored.campaign.spec().search().strategy());
     mr->set_strategy(strategy.ok() ? (*strategy)->Name()

@@ -143,7 +143,8 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
                     {"decodeTimeMsPerReq", p.decode_time_ms_per_req()},
                     {"GenerateSpeed", m.best().generate_speed()},
                     {"GenerateSpeedPerClient", m.best().generate_speed_per_client()},
-                    {"runs", m.best().runs()}};
+                    {"runs", m.best().runs()},
+                    {"untrusted", m.best().untrusted()}};
       // Relative noise of one run and how sure the choice is; null when no
       // point was measured twice / nothing else was measured.
       jm["best"]["noise"] = m.best().has_noise() ? nlohmann::json(m.best().noise()) : nullptr;
@@ -201,6 +202,7 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
   std::string out = absl::StrCat("campaign ", report.id(),
                                  report.name().empty() ? "" : " (" + report.name() + ")", ": ",
                                  CampaignStateName(report.state()), "\n");
+  for (const std::string& w : report.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
   for (const auto& m : report.models()) {
     absl::StrAppend(&out, "\nmodel ", m.model(), "\n");
     // One row per point: the mean of its ok repeats, or the status that ended it.
@@ -259,7 +261,10 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
                                         p.prefill_time_ms_per_req(), p.decode_time_ms_per_req()));
       }
       absl::StrAppend(
-          &out, absl::StrFormat(" -> GenerateSpeed %.1f token/s\n", m.best().generate_speed()));
+          &out, absl::StrFormat(" -> GenerateSpeed %.1f token/s%s\n", m.best().generate_speed(),
+                                m.best().untrusted()
+                                    ? "  UNTRUSTED: every run was flagged, not a recommendation"
+                                    : ""));
       absl::StrAppend(&out, absl::StrFormat("  search: %s, %d rounds", m.strategy(), m.rounds()));
       if (m.best().has_noise()) {
         absl::StrAppend(&out, absl::StrFormat("; noise of one run %.2f%% (%d runs at the best)",

@@ -64,6 +64,7 @@ background:#ddf4e4;color:#116329;font-weight:600}.state.failed,.state.cancelled{
 color:#a40e26}
 .cards{display:flex;flex-wrap:wrap;gap:.6rem}.card{flex:1 1 12rem;border:1px solid #d0d7de;
 border-radius:.4rem;padding:.5rem .7rem}.card b{display:block;font-size:1.3rem}
+.warning{border-left:4px solid #bf8700;background:#fff8c5;padding:.3rem .6rem}
 figure{margin:.5rem 0}svg{display:block;width:100%;height:auto;max-width:100%}
 figcaption{font-size:.85rem;color:#57606a}
 .scroll{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch;border:1px solid #d0d7de;
@@ -368,13 +369,18 @@ std::string ReportToHtml(const HtmlReportInput& in) {
   if (in.campaign != nullptr && !in.campaign->reason().empty()) {
     absl::StrAppend(&s, " &middot; ", Esc(in.campaign->reason()));
   }
-  absl::StrAppend(&s, "</p><div class=\"cards\">");
+  absl::StrAppend(&s, "</p>");
+  for (const std::string& w : r.warnings()) {
+    absl::StrAppend(&s, "<p class=\"warning\">", Esc(w), "</p>");
+  }
+  absl::StrAppend(&s, "<div class=\"cards\">");
   for (const auto& m : r.models()) {
     absl::StrAppend(&s, "<div class=\"card\">", Esc(m.model()));
     if (m.has_best()) {
       absl::StrAppend(
           &s, absl::StrFormat("<b>maxBatchSize %d</b>%.1f tokens/s",
                               m.best().parameters().max_batch_size(), m.best().generate_speed()));
+      if (m.best().untrusted()) absl::StrAppend(&s, " (untrusted: every run flagged)");
     } else {
       absl::StrAppend(&s, "<b>no result</b>");
     }
@@ -398,7 +404,10 @@ std::string ReportToHtml(const HtmlReportInput& in) {
           R"(<span><span class="sw" style="background:#f6d5d8"></span>infeasible / failed / preempting</span></span></figcaption></figure>)");
     }
     if (m.has_best()) {
-      absl::StrAppend(&s, "<h3>Chosen configuration (config.json)</h3>",
+      absl::StrAppend(&s,
+                      m.best().untrusted() ? "<h3>Fastest flagged point (every run flagged: not a "
+                                             "recommendation)</h3>"
+                                           : "<h3>Chosen configuration (config.json)</h3>",
                       ScheduleConfigSnippet(m.best()));
     }
     absl::StrAppend(&s, "<h3>Trials</h3>", TrialTable(m), "</section>\n");

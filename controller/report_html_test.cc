@@ -46,6 +46,21 @@ TEST(ReportHtml, OnePointPerOkTrialAndTheCurveMarks) {
   EXPECT_THAT(html, Not(HasSubstr("practice ")));
 }
 
+TEST(ReportHtml, AnUntrustedBestIsNoRecommendationAndTheWarningsShow) {
+  HtmlReportInput in;
+  in.report = testing::SampleReport();
+  in.report.mutable_models(0)->mutable_best()->set_untrusted(true);
+  in.report.add_warnings("LLaMa3-8B: every run was flagged <client_bound>");
+  const std::string html = ReportToHtml(in);
+  EXPECT_THAT(
+      html,
+      HasSubstr(R"(<p class="warning">LLaMa3-8B: every run was flagged &lt;client_bound&gt;</p>)"));
+  EXPECT_THAT(html, HasSubstr("(untrusted: every run flagged)"));
+  EXPECT_EQ(Count(html, "not a recommendation"), 1);
+  EXPECT_EQ(Count(html, "Chosen configuration"), 1);  // the other model's
+  EXPECT_THAT(Render(true), Not(HasSubstr("class=\"warning\"")));
+}
+
 TEST(ReportHtml, MarksThePracticesAnswerWhenKnown) {
   const std::string html = Render(true, {{"LLaMa3-8B", 435}});
   EXPECT_EQ(Count(html, R"(<line class="practice")"), 1);

@@ -90,6 +90,20 @@ TEST(Report, TrustFlagsShowOnlyWhenPresent) {
   EXPECT_EQ(trials[2]["flags"], nlohmann::json::array({"client_bound", "count_mismatch"}));
 }
 
+TEST(Report, AnUntrustedBestIsMarkedAndTheWarningsShow) {
+  crest::v1::CampaignReport r = Sample();
+  r.mutable_models(0)->mutable_best()->set_untrusted(true);
+  r.add_warnings("LLaMa3-8B: every run was flagged (client_bound)");
+  nlohmann::json j = ReportToJson(r);
+  EXPECT_EQ(j["models"][0]["best"]["untrusted"], true);
+  EXPECT_EQ(j["warnings"][0], "LLaMa3-8B: every run was flagged (client_bound)");
+  EXPECT_EQ(ReportToJson(Sample())["models"][0]["best"]["untrusted"], false);
+  const std::string table = ReportToTable(r);
+  EXPECT_THAT(table, HasSubstr("warning: LLaMa3-8B: every run was flagged (client_bound)\n"));
+  EXPECT_THAT(table, HasSubstr("2980.3 token/s  UNTRUSTED: every run was flagged"));
+  EXPECT_THAT(ReportToTable(Sample()), ::testing::Not(HasSubstr("UNTRUSTED")));
+}
+
 TEST(Report, TableMarksThePeak) {
   std::string table = ReportToTable(Sample());
   EXPECT_THAT(table, HasSubstr("campaign c7 (demo): succeeded"));

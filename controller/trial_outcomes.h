@@ -59,7 +59,7 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>&
 // (SearchStrategy::Best), with the noise and confidence the report states,
 // and with the select-batch calibration when it was kept (its parameters and
 // its measured throughput); BestOf when the strategy has none (every run
-// flagged).
+// flagged), marked `untrusted` when every run at that point is flagged.
 std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
                                                 const std::string& model);
 

@@ -7,6 +7,8 @@
 
 #include "google/protobuf/util/time_util.h"
 
+#include "controller/campaign_report.h"
+
 namespace crest::controller {
 namespace {
 
@@ -184,6 +186,39 @@ TEST(ChosenBest, TheStrategysAnswerWithNoiseAndRuns) {
   EXPECT_LT(best->confidence(), 1);
   spec->mutable_search()->set_strategy("grid");
   EXPECT_EQ(ChosenBest(stored, "m")->parameters().max_batch_size(), 560);
+}
+
+// Every run client_bound: the strategy has no answer, and the fastest point
+// is shown only as an untrusted reference, with no trusted run behind it.
+TEST(ChosenBest, EveryRunFlaggedIsTheFastestPointMarkedUntrusted) {
+  StoredCampaign stored;
+  auto* spec = stored.campaign.mutable_spec();
+  spec->add_models()->set_name("m");
+  spec->mutable_search()->set_strategy("practice");
+  spec->mutable_search()->set_range_lo(400);
+  spec->mutable_search()->set_range_hi(700);
+  spec->mutable_search()->set_initial(435);
+  spec->mutable_search()->set_repeats(1);
+  stored.trials = {Outcome(435, 0, crest::v1::TRIAL_OK, 2800),
+                   Outcome(535, 0, crest::v1::TRIAL_OK, 2950)};
+  for (auto& t : stored.trials) t.add_flags("client_bound");
+  std::optional<crest::v1::BestConfig> best = ChosenBest(stored, "m");
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->parameters().max_batch_size(), 535);
+  EXPECT_TRUE(best->untrusted());
+  EXPECT_EQ(best->runs(), 0u);
+  crest::v1::CampaignReport report = BuildReport(stored);
+  ASSERT_EQ(report.warnings_size(), 1);
+  EXPECT_THAT(report.warnings(0), ::testing::HasSubstr("m: every run was flagged (client_bound)"));
+  EXPECT_TRUE(report.models(0).best().untrusted());
+
+  // One trusted run, and the strategy answers from it: trusted again.
+  stored.trials[0].clear_flags();
+  best = ChosenBest(stored, "m");
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->parameters().max_batch_size(), 435);
+  EXPECT_FALSE(best->untrusted());
+  EXPECT_EQ(BuildReport(stored).warnings_size(), 0);
 }
 
 TEST(Rounds, OneMoreThanTheLatestRoundFinishedAtTheStart) {

@@ -38,7 +38,12 @@ bool LeadingNumber(absl::string_view cell, double* value) {
           cell[end] == '-' || cell[end] == '+' || cell[end] == 'e' || cell[end] == 'E')) {
     ++end;
   }
-  return end > 0 && absl::SimpleAtod(cell.substr(0, end), value);
+  // SimpleAtod writes what it parsed of "-03-11" (-3) even as it refuses it,
+  // so the caller's value is only touched on success.
+  double parsed = 0;
+  if (end == 0 || !absl::SimpleAtod(cell.substr(0, end), &parsed)) return false;
+  *value = parsed;
+  return true;
 }
 
 // Rows of the table that follows `header`: each row's cells, trimmed.
@@ -268,6 +273,13 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
                                                    std::numeric_limits<uint32_t>::max()));
   }
   r.set_concurrency(static_cast<uint32_t>(concurrency));
+  // A run's duration is held in int64 nanoseconds (292 years); a figure past
+  // 1e9 s is corrupt output, and converting it would be undefined behaviour.
+  constexpr double kLongestRunSeconds = 1e9;
+  if (elapsed > kLongestRunSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: TimeElapsed is ",
+                                                   elapsed, " s; expected at most 1e9 s"));
+  }
   *r.mutable_duration() = TimeUtil::NanosecondsToDuration(static_cast<int64_t>(elapsed * 1e9));
   if (number("Throughput", &v)) r.set_qps(v);
   // Newer builds: OutputGenerateSpeed (+ Input/Total); older: GenerateSpeed.
@@ -286,8 +298,22 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
     auto c = it->second.find("average");
     return c == it->second.end() ? 0.0 : c->second;
   };
-  r.set_input_tokens(static_cast<uint64_t>(std::llround(avg("InputTokens") * returned)));
-  r.set_output_tokens(static_cast<uint64_t>(std::llround(avg("GeneratedTokens") * returned)));
+  // Each factor is at most 1e15, so their product can pass what uint64 holds.
+  auto total_tokens = [&avg, returned](const char* row) -> absl::StatusOr<uint64_t> {
+    const double tokens = std::round(avg(row) * returned);
+    if (tokens > kLargestFigure) {
+      return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark: ", row,
+                                                     " average x Returned is ", tokens,
+                                                     " tokens; expected at most 1e15"));
+    }
+    return static_cast<uint64_t>(tokens);
+  };
+  absl::StatusOr<uint64_t> input_tokens = total_tokens("InputTokens");
+  if (!input_tokens.ok()) return input_tokens.status();
+  absl::StatusOr<uint64_t> output_tokens = total_tokens("GeneratedTokens");
+  if (!output_tokens.ok()) return output_tokens.status();
+  r.set_input_tokens(*input_tokens);
+  r.set_output_tokens(*output_tokens);
   return r;
 }
 

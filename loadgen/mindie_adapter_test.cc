@@ -113,7 +113,11 @@ TEST(MindieAdapterTest, ImplausibleFiguresAreAnErrorNamingTheRow) {
            {"|               Returned |     1319( 100.0% ) |",
             "|               Returned |     -5 |", "Returned"},
            {"|            Concurrency |                 199 |",
-            "|            Concurrency |         99999999999 |", "Concurrency"}}) {
+            "|            Concurrency |         99999999999 |", "Concurrency"},
+           {"|            TimeElapsed |          224.5381 s |",
+            "|            TimeElapsed |     4444444444444 s |", "TimeElapsed"},
+           {"|         InputTokens |     186.4102 |", "|         InputTokens | 999999999999999 |",
+            "InputTokens"}}) {
     std::string bad = good;
     const size_t at = bad.find(from);
     ASSERT_NE(at, std::string::npos) << from;
@@ -122,6 +126,21 @@ TEST(MindieAdapterTest, ImplausibleFiguresAreAnErrorNamingTheRow) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(row)))
         << to;
   }
+}
+
+// Found by tests/fuzz/mindie_output_fuzzer: a cell that is not a number
+// ("-03-11 ...", a timestamp run into the table) left its prefix (-3) behind
+// as the figure.
+TEST(MindieAdapterTest, ACellThatIsNotANumberLeavesTheFigureUnset) {
+  std::string output = TestData("mindie_benchmark_stdout.txt");
+  const std::string from = "|            Concurrency |                 199 |";
+  const size_t at = output.find(from);
+  ASSERT_NE(at, std::string::npos);
+  output.replace(at, from.size(), "|            Concurrency |     -03-11 09:12:40,118] |");
+  absl::StatusOr<crest::v1::BenchmarkResult> r = ParseMindieBenchmarkOutput(output);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_EQ(r->concurrency(), 0U);
+  EXPECT_DOUBLE_EQ(r->generate_speed_per_client(), 10.2127);
 }
 
 TEST(MindieAdapterTest, OutputWithoutTablesIsAnErrorQuotingTheTail) {
