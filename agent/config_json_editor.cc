@@ -295,6 +295,23 @@ absl::Status Validate(const std::string& text) {
   return CheckNoDuplicateKeys(text);
 }
 
+// A whole-number field of `object` in [lo, hi], or `fallback` when absent.
+// nlohmann would convert 1e28 or 80.5 to int with undefined behaviour or a
+// silent truncation (config_json_fuzzer), so anything else is an error.
+absl::StatusOr<int> WholeNumberField(const nlohmann::ordered_json& object, const char* where,
+                                     const char* key, int fallback, int lo, int hi) {
+  if (!object.is_object() || !object.contains(key)) return fallback;
+  const nlohmann::ordered_json& v = object.at(key);
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      (!v.is_number_unsigned() && (v.get<int64_t>() < lo || v.get<int64_t>() > hi))) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json: ", where, ".", key, " is ",
+                                                   v.dump(), "; expected a whole number in [", lo,
+                                                   ", ", hi, "]"));
+  }
+  return static_cast<int>(v.get<int64_t>());
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ApplyJsonEdits(const std::string& text,
@@ -347,14 +364,22 @@ absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
     const auto& server = j.at("ServerConfig");
     view.ip_address = server.value("ipAddress", view.ip_address);
     view.management_ip_address = server.value("managementIpAddress", view.management_ip_address);
-    view.port = server.value("port", view.port);
-    view.management_port = server.value("managementPort", view.management_port);
-    view.metrics_port = server.value("metricsPort", view.metrics_port);
+    CREST_ASSIGN_OR_RETURN(view.port,
+                           WholeNumberField(server, "ServerConfig", "port", view.port, 1, 65535));
+    CREST_ASSIGN_OR_RETURN(
+        view.management_port,
+        WholeNumberField(server, "ServerConfig", "managementPort", view.management_port, 1, 65535));
+    CREST_ASSIGN_OR_RETURN(
+        view.metrics_port,
+        WholeNumberField(server, "ServerConfig", "metricsPort", view.metrics_port, 1, 65535));
     view.https_enabled = server.value("httpsEnabled", view.https_enabled);
     const auto& backend = j.at("BackendConfig");
     if (backend.contains("ModelDeployConfig")) {
       const auto& deploy = backend["ModelDeployConfig"];
-      view.max_input_token_len = deploy.value("maxInputTokenLen", 0);
+      CREST_ASSIGN_OR_RETURN(
+          view.max_input_token_len,
+          WholeNumberField(deploy, "BackendConfig.ModelDeployConfig", "maxInputTokenLen", 0, 0,
+                           std::numeric_limits<int>::max()));
       if (deploy.contains("ModelConfig") && deploy["ModelConfig"].is_array() &&
           !deploy["ModelConfig"].empty()) {
         view.model_name = deploy["ModelConfig"][0].value("modelName", "");

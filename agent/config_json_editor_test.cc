@@ -181,6 +181,31 @@ TEST(ParseMindieConfigTest, ReadsServerAndSchedule) {
   EXPECT_EQ(view->schedule[0].first, "templateType");
 }
 
+// Found by tests/fuzz/config_json_fuzzer: a port of 10e27 was converted to
+// int with undefined behaviour; 80.5 or -1 would have been truncated or kept.
+TEST(ParseMindieConfigTest, APortOrLengthThatIsNotAWholeNumberInRangeIsRefusedNamingIt) {
+  for (
+      const auto& [field, expected] : std::vector<std::pair<std::string, std::string>>{
+          {R"("ServerConfig": {"port": 10e27}, "BackendConfig": {})",
+           "ServerConfig.port is 1e+28; expected a whole number in [1, 65535]"},
+          {R"("ServerConfig": {"managementPort": 80.5}, "BackendConfig": {})",
+           "ServerConfig.managementPort is 80.5; expected"},
+          {R"("ServerConfig": {"metricsPort": 70000}, "BackendConfig": {})",
+           "ServerConfig.metricsPort is 70000; expected"},
+          {R"("ServerConfig": {"port": 18446744073709551615}, "BackendConfig": {})",
+           "ServerConfig.port is 18446744073709551615; expected"},
+          {R"("ServerConfig": {}, "BackendConfig": {"ModelDeployConfig": {"maxInputTokenLen": -1}})",
+           "BackendConfig.ModelDeployConfig.maxInputTokenLen is -1; expected a whole number in "
+           "[0, "}}) {
+    EXPECT_THAT(ParseMindieConfig("{" + field + "}"),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(expected)))
+        << field;
+  }
+  auto view = ParseMindieConfig(R"({"ServerConfig": {"port": 65535}, "BackendConfig": {}})");
+  CREST_ASSERT_OK(view);
+  EXPECT_EQ(view->port, 65535);
+}
+
 class ConfigJsonFileTest : public ::testing::Test {
  protected:
   // What a daemon start does: the original, one value set, written.
