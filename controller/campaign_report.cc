@@ -40,7 +40,8 @@ std::set<std::string> FlagsOf(const std::vector<crest::v1::Trial>& trials,
                               const std::string& model) {
   std::set<std::string> flags;
   for (const auto& t : trials) {
-    if (t.model() == model && t.status() == crest::v1::TRIAL_OK) {
+    if (t.model() == model && !t.calibration() && !t.rate_search() &&
+        t.status() == crest::v1::TRIAL_OK) {
       flags.insert(t.flags().begin(), t.flags().end());
     }
   }

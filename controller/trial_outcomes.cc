@@ -129,6 +129,10 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
       *best->mutable_parameters() = list.front()->parameters();
       best->set_generate_speed(speed);
       best->set_generate_speed_per_client(per_client);
+      const auto trusted = static_cast<uint32_t>(std::count_if(
+          list.begin(), list.end(), [](const Trial* t) { return t->flags().empty(); }));
+      best->set_runs(trusted);
+      best->set_untrusted(trusted == 0);
     }
   }
   return best;
@@ -140,25 +144,9 @@ std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
   auto ms = stored.models.find(model);
   const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
   std::optional<ChosenPoint> chosen = ChosenPointOf(spec, model, blocks, stored.trials);
-  if (!chosen) {
-    // The strategy answers from trusted runs only; without one (every run
-    // flagged, or none finished yet) the fastest point is shown, marked when
-    // every run at it is flagged.
-    std::optional<crest::v1::BestConfig> best = BestOf(stored.trials, model);
-    if (!best) return best;
-    uint32_t trusted = 0;
-    for (const auto& t : stored.trials) {
-      if (t.model() == model && !t.calibration() && !t.rate_search() &&
-          t.status() == crest::v1::TRIAL_OK &&
-          t.parameters().max_batch_size() == best->parameters().max_batch_size() &&
-          t.flags().empty()) {
-        ++trusted;
-      }
-    }
-    best->set_runs(trusted);
-    best->set_untrusted(trusted == 0);
-    return best;
-  }
+  // The strategy answers from trusted runs only; without one (every run
+  // flagged, or none finished yet) the fastest point stands in, marked.
+  if (!chosen) return BestOf(stored.trials, model);
   // The recommendation carries the calibration only when it was kept.
   std::optional<crest::v1::CalibrationReport> calibration;
   if (spec.calibrate()) calibration = EvaluateCalibration(spec, model, stored.trials, *chosen);

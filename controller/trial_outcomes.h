@@ -51,7 +51,8 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
                                                uint32_t repeats);
 
 // Best configuration of a model from its ok search trials: the
-// point whose mean GenerateSpeed over repeats is highest (nullopt: none ok).
+// point whose mean GenerateSpeed over repeats is highest (nullopt: none ok),
+// with its unflagged runs, marked `untrusted` when every run at it is flagged.
 std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>& trials,
                                             const std::string& model);
 
@@ -59,7 +60,7 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<crest::v1::Trial>&
 // (SearchStrategy::Best), with the noise and confidence the report states,
 // and with the select-batch calibration when it was kept (its parameters and
 // its measured throughput); BestOf when the strategy has none (every run
-// flagged), marked `untrusted` when every run at that point is flagged.
+// flagged).
 std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
                                                 const std::string& model);
 

@@ -156,15 +156,23 @@ TEST(FinishedPoints, PreemptionsFlagsAndExtraRuns) {
   EXPECT_DOUBLE_EQ(points.at(700).objective, 40);
 }
 
-TEST(ChosenBest, TheStrategysAnswerWithNoiseAndRuns) {
+// A campaign of model "m" searched by `strategy` over [400, 700], one run a point.
+StoredCampaign OneModelSearch(const std::string& strategy, int64_t initial) {
   StoredCampaign stored;
   auto* spec = stored.campaign.mutable_spec();
   spec->add_models()->set_name("m");
-  spec->mutable_search()->set_strategy("knee");
-  spec->mutable_search()->set_range_lo(400);
-  spec->mutable_search()->set_range_hi(700);
-  spec->mutable_search()->set_initial(400);
-  spec->mutable_search()->set_repeats(1);
+  auto* search = spec->mutable_search();
+  search->set_strategy(strategy);
+  search->set_range_lo(400);
+  search->set_range_hi(700);
+  search->set_initial(initial);
+  search->set_repeats(1);
+  return stored;
+}
+
+TEST(ChosenBest, TheStrategysAnswerWithNoiseAndRuns) {
+  StoredCampaign stored = OneModelSearch("knee", 400);
+  auto* spec = stored.campaign.mutable_spec();
   // 575 is the largest point without preemptions and within the noise of the
   // best mean (560, by noise): knee takes it; the plain best mean would not.
   stored.trials = {
@@ -191,14 +199,7 @@ TEST(ChosenBest, TheStrategysAnswerWithNoiseAndRuns) {
 // Every run client_bound: the strategy has no answer, and the fastest point
 // is shown only as an untrusted reference, with no trusted run behind it.
 TEST(ChosenBest, EveryRunFlaggedIsTheFastestPointMarkedUntrusted) {
-  StoredCampaign stored;
-  auto* spec = stored.campaign.mutable_spec();
-  spec->add_models()->set_name("m");
-  spec->mutable_search()->set_strategy("practice");
-  spec->mutable_search()->set_range_lo(400);
-  spec->mutable_search()->set_range_hi(700);
-  spec->mutable_search()->set_initial(435);
-  spec->mutable_search()->set_repeats(1);
+  StoredCampaign stored = OneModelSearch("practice", 435);
   stored.trials = {Outcome(435, 0, crest::v1::TRIAL_OK, 2800),
                    Outcome(535, 0, crest::v1::TRIAL_OK, 2950)};
   for (auto& t : stored.trials) t.add_flags("client_bound");
