@@ -24,6 +24,36 @@ namespace {
 // whose rounds measure several points at once.
 constexpr size_t kRefineBudget = 8;
 
+// A run's budget on one node (the issue's): a disagreement between the cost
+// model and the runs is settled within it.
+constexpr size_t kRunBudget = 10;
+
+// Runs of each side of a disagreement between the cost model and the runs.
+constexpr uint32_t kSettlingRuns = 3;
+
+// The measured point the cost model ranks first, and the answer after the
+// runs have had their say (knee::MeasuredBetter): they differ when a point
+// measured better beyond the band than the model's pick.
+struct Pick {
+  int64_t model;
+  int64_t measured;
+};
+std::optional<Pick> ModelPick(const SearchSpace& space, const Outcomes& finished,
+                              const knee::CostModel& m) {
+  std::optional<int64_t> top;
+  double top_speed = 0;
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk || o.untrusted || o.samples.empty()) continue;
+    auto v = m.Speed(point);
+    if (v && *v > top_speed) {
+      top_speed = *v;
+      top = point;
+    }
+  }
+  if (!top) return std::nullopt;
+  return Pick{*top, knee::MeasuredBetter(space, finished, *top)};
+}
+
 }  // namespace
 
 SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& finished,
@@ -123,6 +153,30 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
     }
   }
 
+  // The runs overrule the cost model, which saw every point: either the
+  // model misses a shape (a last wave that fills the batch only at some
+  // sizes) or the runs are an unlucky pair. A third run of each tells the
+  // two apart, when the budget has room. On one node only: with several,
+  // the confirming round above has been the last (the rounds' budget).
+  if (d.wanted.empty() && k == 1) {
+    if (auto m = knee::FitCost(finished, r); m && m->g > 0) {
+      auto pick = ModelPick(space, finished, *m);
+      if (pick && pick->model != pick->measured) {
+        size_t more = 0;
+        for (int64_t p : {pick->model, pick->measured}) {
+          const size_t have = finished.at(p).samples.size();
+          if (have < kSettlingRuns) more += kSettlingRuns - have;
+        }
+        if (more > 0 && RunsMeasured(finished) + more <= kRunBudget) {
+          for (int64_t p : {pick->model, pick->measured}) {
+            if (finished.at(p).samples.size() >= kSettlingRuns) continue;
+            d.wanted.push_back(p);
+            d.runs[p] = kSettlingRuns;
+          }
+        }
+      }
+    }
+  }
   if (!r.signal) {
     std::optional<int64_t> rival = knee::RunnerUp(space, finished, r, best->point);
     if (rival && finished.at(*rival).samples.size() < knee::kMaxDecidingRuns) want(*rival);
@@ -162,18 +216,10 @@ std::optional<SearchAnswer> KneeSearch::Best(const SearchSpace& space,
     if (!top) return SearchStrategy::Best(space, finished);
     return QualifiedAnswer(space, finished, *top);
   }
-  if (const auto& m = model) {
-    std::optional<int64_t> top;
-    double top_speed = 0;
-    for (const auto& [point, o] : finished) {
-      if (o.kind != PointOutcome::Kind::kOk || o.untrusted || o.samples.empty()) continue;
-      auto v = m->Speed(point);
-      if (v && *v > top_speed) {
-        top_speed = *v;
-        top = point;
-      }
+  if (model) {
+    if (auto pick = ModelPick(space, finished, *model)) {
+      return QualifiedAnswer(space, finished, pick->measured);
     }
-    if (top) return QualifiedAnswer(space, finished, knee::MeasuredBetter(space, finished, *top));
   }
   const double noise = knee::DecisionNoise(space, finished);
   // Below the knee throughput rises with the batch, so among the points that

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -262,6 +263,40 @@ TEST(KneeSearch, AMeasuredGainBeyondTheBandOverrulesTheModel) {
   std::optional<SearchAnswer> within = search.Best(Reference(), measured(1.01));
   ASSERT_TRUE(within.has_value());
   EXPECT_EQ(within->point, kKnee);
+}
+
+// A point past the knee whose first two runs measure 8% high: they overrule
+// the cost model, which ranks the knee first. On one node a third run of
+// each settles it: an unlucky pair falls back to the knee; a gain that every
+// run shows stands (the model cannot see everything a run measures).
+TEST(KneeSearch, RunsThatOverruleTheModelAreSettledByAThirdRunOfEach) {
+  KneeSearch search;
+  constexpr int64_t kBumped = 584;
+  auto bumped_runs = [&](size_t bumped) {
+    return [=](int64_t b, size_t repeat) {
+      PointOutcome o = WithSignal(b);
+      if (b == kBumped && repeat < bumped) {
+        o.objective = Curve(kKnee) * 1.08;
+        o.samples = {o.objective};
+      }
+      return o;
+    };
+  };
+  Played unlucky = Play(search, Reference(), bumped_runs(2));
+  ASSERT_TRUE(unlucky.answer.has_value());
+  EXPECT_EQ(unlucky.answer->point, kKnee) << ::testing::PrintToString(unlucky.runs);
+  EXPECT_EQ(std::count(unlucky.runs.begin(), unlucky.runs.end(), kBumped), 3);
+  EXPECT_EQ(std::count(unlucky.runs.begin(), unlucky.runs.end(), kKnee), 3);
+  EXPECT_LE(unlucky.runs.size(), 10u);
+
+  Played real = Play(search, Reference(), bumped_runs(3));
+  ASSERT_TRUE(real.answer.has_value());
+  EXPECT_EQ(real.answer->point, kBumped) << ::testing::PrintToString(real.runs);
+  EXPECT_LE(real.runs.size(), 10u);
+
+  // On several nodes the confirming round is the last: no settling runs.
+  Played two = Play(search, Reference(), bumped_runs(2), /*nodes=*/2);
+  EXPECT_LE(std::count(two.runs.begin(), two.runs.end(), kBumped), 2);
 }
 
 // LLaMa2-13B's shape at MaxOutputLen 256 (search-bench --curves): a small

@@ -137,7 +137,10 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
   Outcomes finished;
   for (int guard = 0; guard < 200; ++guard) {
     auto d = strategy.Decide(space, finished, nodes);
-    if (d.done) break;
+    if (d.done) {
+      absl::StrAppend(&play.trace, " [", d.reason, "]");
+      break;
+    }
     std::vector<int64_t> round;
     for (int64_t p : d.wanted) {
       auto want = std::max<size_t>(1, d.runs.count(p) != 0 ? d.runs.at(p) : 1);
