@@ -15,12 +15,23 @@ function(crest_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
+# Every executable of a TSan build defines absl::Mutex's members itself
+# (CREST_TSAN_ABSL_SYNC) and exports them, so that the shared libraries'
+# calls reach those definitions too.
+function(_crest_executable_extras name)
+  if(CREST_TSAN_ABSL_SYNC)
+    target_link_libraries(${name} PRIVATE crest_tsan_absl_sync)
+    set_target_properties(${name} PROPERTIES ENABLE_EXPORTS ON)
+  endif()
+endfunction()
+
 # crest_binary(NAME SOURCES... [DEPS targets...]): a thin main.
 function(crest_binary name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  _crest_executable_extras(${name})
 endfunction()
 
 # crest_test(NAME SOURCES... [DEPS targets...] [LABELS labels...])
@@ -30,6 +41,7 @@ function(crest_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} crest_testing GTest::gmock GTest::gtest_main)
+  _crest_executable_extras(${name})
   # Test bodies are built for debugging (-Og): they exercise the product code,
   # which stays -O2 in the libraries they link, and they compile in half the time.
   target_compile_options(${name} PRIVATE $<$<CONFIG:RelWithDebInfo>:-Og>)
