@@ -94,6 +94,11 @@ class CurlTransport final : public Transport {
 
   // Runs curl on one socket (or its timers) and reports finished transfers.
   void Act(curl_socket_t s, int flags);
+  // A request that died unanswered on a reused connection (the server closed
+  // it while idle) is sent once more on a new one, as the own client does
+  // (http1_transport.cc): libcurl retries only some of these itself. True
+  // when `e` was added again.
+  bool SendAgain(CURL* e, Transfer* t, CURLcode code);
   CURL* NewHandle();
 
   const std::string url_;
@@ -200,6 +205,7 @@ void CurlTransport::Start(Transfer* t) {
   }
   t->easy = e;
   t->conn = this;
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 0L);
   curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body->c_str());
   curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->body->size()));  // NOLINT
   curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
@@ -234,6 +240,7 @@ void CurlTransport::Act(curl_socket_t s, int flags) {
       if (status != 0) sink_->OnStatus(t, static_cast<int>(status));
     }
     curl_multi_remove_handle(multi_, e);
+    if (SendAgain(e, t, code)) continue;
     auto it = std::find(busy_.begin(), busy_.end(), e);
     std::iter_swap(it, busy_.end() - 1);
     busy_.pop_back();
@@ -243,6 +250,21 @@ void CurlTransport::Act(curl_socket_t s, int flags) {
     if (code != CURLE_OK) spdlog::debug("request {}: curl {}", t->index, static_cast<int>(code));
     sink_->OnDone(t, code == CURLE_OK ? std::string() : FailureForCurl(code));
   }
+}
+
+bool CurlTransport::SendAgain(CURL* e, Transfer* t, CURLcode code) {
+  if (code != CURLE_RECV_ERROR && code != CURLE_SEND_ERROR && code != CURLE_GOT_NOTHING) {
+    return false;
+  }
+  long connects = 0;      // NOLINT(google-runtime-int): libcurl's type
+  long header_bytes = 0;  // NOLINT(google-runtime-int)
+  curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &connects);
+  curl_easy_getinfo(e, CURLINFO_HEADER_SIZE, &header_bytes);
+  if (connects != 0 || header_bytes != 0 || t->http_status != 0 || t->attempts != 0) return false;
+  ++t->attempts;
+  spdlog::debug("request {}: kept-alive connection closed by the server; sending again", t->index);
+  curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);  // the other idle ones may be closing too
+  return curl_multi_add_handle(multi_, e) == CURLM_OK;
 }
 
 }  // namespace

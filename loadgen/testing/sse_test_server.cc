@@ -251,7 +251,7 @@ template <typename Stream>
 awaitable<void> SseTestServer::Impl::Serve(Stream& stream) {
   beast::flat_buffer buffer;
   boost::system::error_code ec;
-  while (true) {
+  for (bool served = false;; served = true) {
     absl::Time arrived = absl::InfinitePast();
     if constexpr (std::is_same_v<Stream, tcp::socket>) {
       if (options.stamp_arrival && buffer.size() == 0) {
@@ -264,6 +264,12 @@ awaitable<void> SseTestServer::Impl::Serve(Stream& stream) {
     http::request<http::string_body> req;
     co_await http::async_read(stream, buffer, req, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) co_return;
+    if (served && options.reset_kept_alive_requests) {
+      auto& socket = beast::get_lowest_layer(stream);
+      socket.set_option(asio::socket_base::linger(true, 0), ec);
+      socket.close(ec);
+      co_return;
+    }
     ServedRequest rec;
     rec.received = absl::Now();
     rec.arrived = arrived == absl::InfinitePast() ? rec.received : arrived;

@@ -42,6 +42,10 @@ struct SseServerOptions {
   // Close each connection after one reply without announcing it (no
   // "Connection: close"), as servers with short keep-alive timeouts do.
   bool close_after_reply = false;
+  // Reset (TCP RST, no reply) every request that arrives on a connection that
+  // already served one, as a server whose keep-alive timeout ran out just as
+  // the request came: the client must send it once more on a new connection.
+  bool reset_kept_alive_requests = false;
   int threads = 1;
   // CPUs the server's threads run on (benchmarks keep it off the client's); empty: any.
   std::vector<uint32_t> cpus;

@@ -454,6 +454,28 @@ TEST(RunnerTest, ConnectionsTheServerClosesAfterEachReplyAreReopened) {
   }
 }
 
+// The server resets every request that comes on a kept-alive connection: each
+// is sent once more on a new connection, by both clients, and every one
+// succeeds (the server answers each new connection's first request).
+TEST(RunnerTest, ARequestResetOnAKeptAliveConnectionIsSentOnceMoreOnANewOne) {
+  SseServerOptions so;
+  so.first_token_delay = absl::Milliseconds(1);
+  so.token_interval = absl::Milliseconds(1);
+  so.tokens = 3;
+  so.reset_kept_alive_requests = true;
+  auto server = StartServer(so);
+  ASSERT_NE(server, nullptr);
+  for (HttpClient client : {HttpClient::kAuto, HttpClient::kLibcurl}) {
+    RunOptions o = Synthetic(server->url(), 2, 12);
+    o.http_client = client;
+    absl::StatusOr<RunOutput> out = RunWithDeadline(o);
+    ASSERT_THAT(out, IsOk());
+    EXPECT_EQ(out->result.succeeded(), 12U)
+        << ClientName(client) << " " << out->result.ShortDebugString();
+    EXPECT_EQ(out->result.failed(), 0U) << ClientName(client);
+  }
+}
+
 // Whether this machine's resolver names 127.0.0.1 "localhost" (a bare
 // container root may have no /etc/hosts).
 bool LocalhostIsLoopback() {
