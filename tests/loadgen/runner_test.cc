@@ -436,22 +436,29 @@ TEST(RunnerTest, RefusedConnectionsFailAlsoOnLibcurl) {
   EXPECT_EQ(out->result.failures().at("connect"), 3U);
 }
 
-TEST(RunnerTest, ConnectionsTheServerClosesAfterEachReplyAreReopened) {
-  SseServerOptions so;
+// Runs `n` requests at Concurrency 2 against a fast server with `so`'s
+// connection behaviour, on each client: every request must succeed.
+void ExpectEveryRequestSucceedsOnBothClients(SseServerOptions so, uint32_t n) {
   so.first_token_delay = absl::Milliseconds(1);
   so.token_interval = absl::Milliseconds(1);
   so.tokens = 3;
-  so.close_after_reply = true;  // without saying so: the client finds out by itself
   auto server = StartServer(so);
   ASSERT_NE(server, nullptr);
   for (HttpClient client : {HttpClient::kAuto, HttpClient::kLibcurl}) {
-    RunOptions o = Synthetic(server->url(), 2, 20);
+    RunOptions o = Synthetic(server->url(), 2, n);
     o.http_client = client;
     absl::StatusOr<RunOutput> out = RunWithDeadline(o);
     ASSERT_THAT(out, IsOk());
-    EXPECT_EQ(out->result.succeeded(), 20U)
+    EXPECT_EQ(out->result.succeeded(), n)
         << ClientName(client) << " " << out->result.ShortDebugString();
+    EXPECT_EQ(out->result.failed(), 0U) << ClientName(client);
   }
+}
+
+TEST(RunnerTest, ConnectionsTheServerClosesAfterEachReplyAreReopened) {
+  SseServerOptions so;
+  so.close_after_reply = true;  // without saying so: the client finds out by itself
+  ExpectEveryRequestSucceedsOnBothClients(so, 20);
 }
 
 // The server resets every request that comes on a kept-alive connection: each
@@ -459,21 +466,8 @@ TEST(RunnerTest, ConnectionsTheServerClosesAfterEachReplyAreReopened) {
 // succeeds (the server answers each new connection's first request).
 TEST(RunnerTest, ARequestResetOnAKeptAliveConnectionIsSentOnceMoreOnANewOne) {
   SseServerOptions so;
-  so.first_token_delay = absl::Milliseconds(1);
-  so.token_interval = absl::Milliseconds(1);
-  so.tokens = 3;
   so.reset_kept_alive_requests = true;
-  auto server = StartServer(so);
-  ASSERT_NE(server, nullptr);
-  for (HttpClient client : {HttpClient::kAuto, HttpClient::kLibcurl}) {
-    RunOptions o = Synthetic(server->url(), 2, 12);
-    o.http_client = client;
-    absl::StatusOr<RunOutput> out = RunWithDeadline(o);
-    ASSERT_THAT(out, IsOk());
-    EXPECT_EQ(out->result.succeeded(), 12U)
-        << ClientName(client) << " " << out->result.ShortDebugString();
-    EXPECT_EQ(out->result.failed(), 0U) << ClientName(client);
-  }
+  ExpectEveryRequestSucceedsOnBothClients(so, 12);
 }
 
 // Whether this machine's resolver names 127.0.0.1 "localhost" (a bare
