@@ -53,8 +53,8 @@ absl::Status Get(const YAML::Node& parent, const char* key, const std::string& w
 
 absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
                         const std::string& exe_dir, AgentConfig* config) {
-  CREST_RETURN_IF_ERROR(
-      CheckKeys(root, "", {"daemon", "sim", "limits", "labels", "daemon_metrics_period_s"}));
+  CREST_RETURN_IF_ERROR(CheckKeys(
+      root, "", {"daemon", "sim", "limits", "labels", "daemon_metrics_period_s", "slots"}));
   config->log_file = state_dir + "/daemon.log";
   if (YAML::Node d = root["daemon"]) {
     CREST_RETURN_IF_ERROR(CheckKeys(
@@ -190,6 +190,9 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
         absl::StrCat("daemon_metrics_period_s: ", period_s, " is out of range [0, 3600] seconds"));
   }
   config->daemon_metrics_period = absl::Seconds(period_s);
+  if (YAML::Node slots = root["slots"]) {
+    CREST_ASSIGN_OR_RETURN(config->slots, ParseSlotsSpec(slots, "slots"));
+  }
   return absl::OkStatus();
 }
 

@@ -19,6 +19,8 @@
 //   limits: {maxBatchSize: {min: 1, max: 2048}}
 //   labels: {npu: 910B3}
 //   daemon_metrics_period_s: 1   # sampling of the daemon's /metrics in a run; 0: off
+//   slots: 4                     # or auto, or [{npus: [0, 1]}, {npus: [2, 3]}] (slots.h);
+//                                # absent: one daemon on the original config.json
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+#include "agent/slots.h"
 
 namespace crest::agent {
 
@@ -75,6 +79,8 @@ struct AgentConfig {
   // Time between samples of the daemon's /metrics during a benchmark (zero:
   // only the scrapes before and after it).
   absl::Duration daemon_metrics_period = absl::Seconds(1);
+  // Daemon slots; absent: one, on the original config.json.
+  std::optional<SlotsSpec> slots;
 
   const ParamLimit* FindLimit(const std::string& key) const;
 };

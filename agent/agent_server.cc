@@ -94,13 +94,16 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
   agent_options.datasets_dir = *share_dir + "/datasets";
   agent_options.labels = labels;
   agent_options.npu_smi = FindOnPath("npu-smi");
+  if (config.use_builtin_sim) {
+    // The simulator's host: its NPUs as npu-smi shows them (sim/npu_host.h).
+    agent_options.npu_smi = *exe_dir + "/npu-smi-sim";
+    agent_options.npu_smi_env = {{"MIES_INSTALL_PATH", config.install_dir}};
+    CREST_RETURN_IF_ERROR(PrepareSimConfigJson(config, *share_dir + "/conf/config.json"));
+  }
   std::unique_ptr<AgentServer> s(new AgentServer());
   s->agent_ = std::make_unique<NodeAgent>(agent_options, config, &s->clock_,
                                           HostTuner::SystemCpupower(), &loadgen::RunBenchmark);
-  CREST_RETURN_IF_ERROR(Annotate(s->agent_->Recover(), "crash recovery"));
-  if (config.use_builtin_sim) {
-    CREST_RETURN_IF_ERROR(PrepareSimConfigJson(config, *share_dir + "/conf/config.json"));
-  }
+  CREST_RETURN_IF_ERROR(Annotate(s->agent_->Recover(), "crash recovery and slots"));
 
   CREST_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          MakeServerCredentials(options.tls));

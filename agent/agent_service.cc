@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 #include "common/grpc_status.h"
@@ -126,11 +127,16 @@ grpc::ServerUnaryReactor* AgentService::StopDaemon(grpc::CallbackServerContext* 
 }
 
 grpc::ServerUnaryReactor* AgentService::GetDaemonStatus(
-    grpc::CallbackServerContext* ctx, const crest::v1::GetDaemonStatusRequest* /*request*/,
+    grpc::CallbackServerContext* ctx, const crest::v1::GetDaemonStatusRequest* request,
     crest::v1::DaemonStatus* reply) {
   if (absl::Status a = authz_->Check("GetDaemonStatus", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  *reply = agent_->GetDaemonStatus();
+  if (request->slot() >= agent_->slot_count()) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "slot ", request->slot(), ": this node has ", agent_->slot_count(), " slot(s)"))));
+    return reactor;
+  }
+  *reply = agent_->GetDaemonStatus(request->slot());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -152,9 +158,9 @@ grpc::ServerWriteReactor<crest::v1::BenchmarkEvent>* AgentService::RunBenchmark(
     reactor->FinishNow(ToGrpcStatus(options.status()));
     return reactor;
   }
-  reactor->Start([this, options = std::move(*options)](auto* r) {
+  reactor->Start([this, slot = request->slot(), options = std::move(*options)](auto* r) {
     auto result = agent_->RunBenchmark(
-        options,
+        slot, options,
         [r](const crest::v1::BenchmarkProgress& p) {
           crest::v1::BenchmarkEvent e;
           *e.mutable_progress() = p;

@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 
 #include "common/file_util.h"
+#include "common/mindie_limits.h"
 #include "common/status.h"
 
 namespace crest::agent {
@@ -383,6 +384,10 @@ absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
       if (deploy.contains("ModelConfig") && deploy["ModelConfig"].is_array() &&
           !deploy["ModelConfig"].empty()) {
         view.model_name = deploy["ModelConfig"][0].value("modelName", "");
+        CREST_ASSIGN_OR_RETURN(view.world_size,
+                               WholeNumberField(deploy["ModelConfig"][0],
+                                                "BackendConfig.ModelDeployConfig.ModelConfig[0]",
+                                                "worldSize", 1, 1, mindie::kWorldSize.max));
       }
     }
     if (backend.contains("ScheduleConfig")) {

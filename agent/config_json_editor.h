@@ -56,6 +56,7 @@ struct MindieConfigView {
   int metrics_port = 1027;
   bool https_enabled = true;
   std::string model_name;
+  int world_size = 1;  // ModelConfig[0].worldSize: cards per daemon
   int max_input_token_len = 0;
   // ScheduleConfig's numbers, booleans and strings in file order (arrays,
   // objects and null are left out). An integer beyond int64 is a double.

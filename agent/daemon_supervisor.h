@@ -49,6 +49,7 @@ struct StartParams {
   bool replace_running = false;
   std::optional<absl::Duration> start_timeout;  // capped by the config's
   bool stream_log = false;
+  uint32_t slot = 0;  // whose supervisor runs it (NodeAgent)
 };
 
 class DaemonSupervisor {

@@ -1,7 +1,8 @@
 // The node agent's logic behind the NodeAgent RPCs, free of gRPC: node info,
 // host tuning, daemon start/stop/status and local benchmarks, each argument
-// validated first. Long operations block the calling (worker) thread; the
-// gRPC layer (agent_service.h) runs them off its reactors.
+// validated first. The daemons run in slots (slots.h, slot_setup.h), each
+// with its own supervisor; an agent without `slots:` has one. Long operations block the calling
+// (worker) thread; the gRPC layer (agent_service.h) runs them off its reactors.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,9 @@
 #include "agent/agent_metrics.h"
 #include "agent/daemon_supervisor.h"
 #include "agent/host_tuner.h"
+#include "agent/slot_setup.h"
+#include "agent/slots.h"
+#include "agent/topology.h"
 #include "common/clock.h"
 #include "crest/v1/agent.pb.h"
 #include "crest/v1/benchmark.pb.h"
@@ -30,7 +34,8 @@ struct NodeAgentOptions {
   std::string sysfs_root = "/sys";
   std::string datasets_dir;  // ShareDir()/datasets
   std::map<std::string, std::string> labels;
-  std::string npu_smi;  // path of npu-smi, empty when absent
+  std::string npu_smi;                             // path of npu-smi, empty when absent
+  std::map<std::string, std::string> npu_smi_env;  // e.g. npu-smi-sim's host
 };
 
 // Runs a benchmark: loadgen::RunBenchmark in production, a fake in tests.
@@ -43,10 +48,12 @@ class NodeAgent {
             HostTuner::CpupowerRunner cpupower, BenchmarkRunner benchmark);
   ~NodeAgent();
 
-  // Crash recovery: restores host tuning, config.json and kills a daemon a
-  // previous agent left behind. Called once before serving.
+  // Crash recovery: restores host tuning and every config.json, and kills
+  // every daemon a previous agent left behind, in any slot it had. Then sets
+  // the slots up (`slots:`: plans them and writes their working copies).
+  // Called once before serving.
   absl::Status Recover();
-  // At shutdown: stops the daemon, restores config.json and the host.
+  // At shutdown: stops every slot's daemon, restores config.json and the host.
   void Shutdown();
 
   absl::StatusOr<crest::v1::NodeInfo> GetNodeInfo();
@@ -60,13 +67,15 @@ class NodeAgent {
                            const std::atomic<bool>* cancel);
   absl::StatusOr<crest::v1::StopDaemonReply> StopDaemon(
       const crest::v1::StopDaemonRequest& request);
-  crest::v1::DaemonStatus GetDaemonStatus() const;
+  crest::v1::DaemonStatus GetDaemonStatus(uint32_t slot = 0) const;
+  size_t slot_count() const { return slots_.size(); }
 
   // Validates a benchmark request against the running daemon.
   absl::StatusOr<loadgen::RunOptions> PrepareBenchmark(
       const crest::v1::RunBenchmarkRequest& request);
-  // One benchmark at a time; FAILED_PRECONDITION while another runs.
-  absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(const loadgen::RunOptions& options,
+  // One benchmark at a time per slot; FAILED_PRECONDITION while another runs.
+  absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(uint32_t slot,
+                                                          const loadgen::RunOptions& options,
                                                           const loadgen::ProgressCallback& progress,
                                                           const std::atomic<bool>* cancel);
 
@@ -77,16 +86,32 @@ class NodeAgent {
   void SetDaemonListener(DaemonSupervisor::StateListener listener);
 
  private:
+  struct Slot {
+    SlotRuntime runtime;
+    std::unique_ptr<DaemonSupervisor> supervisor;
+    std::atomic<bool> benchmark_running{false};
+  };
+
+  // The slot `index`; INVALID_ARGUMENT naming the slots there are.
+  absl::StatusOr<Slot*> FindSlot(uint32_t index) const;
+  void AddSlot(SlotRuntime runtime);
+  absl::Status SetUpSlots();
+  // The NPUs npu-smi lists; empty with `note` set when it cannot say.
+  std::vector<crest::v1::NpuDevice> ListNpus(std::string* note) const;
+  // CPUs no slot's daemon is pinned to (the benchmark clients').
+  std::vector<uint32_t> ClientCpus(const Topology& topology) const;
+
   const NodeAgentOptions options_;
   const AgentConfig config_;
   const Clock* clock_;
   HostTuner tuner_;
   AgentMetrics metrics_;
   BenchmarkRunner benchmark_;
-  std::atomic<bool> benchmark_running_{false};
   absl::Mutex listener_mu_;
   DaemonSupervisor::StateListener extra_listener_ ABSL_GUARDED_BY(listener_mu_);
-  DaemonSupervisor supervisor_;  // last: stopped first
+  SlotPlan plan_;  // how the slots' NPUs and CPUs were divided
+  // Set up before serving (constructor or Recover), then only read.
+  std::vector<std::unique_ptr<Slot>> slots_;  // last: stopped first
 };
 
 // Parses `npu-smi info` (the overview table) into devices.

@@ -42,6 +42,8 @@ inline constexpr IntRange kMaxIterTimes{1, 4194304};
 inline constexpr IntRange kMaxSeqLen{1, 4194304};
 inline constexpr IntRange kMaxInputTokenLen{1, 4194304};
 inline constexpr IntRange kWorldSize{1, 64};
+// BackendConfig.npuDeviceIds: logical card ids of one host.
+inline constexpr IntRange kNpuDeviceId{0, 63};
 // npuMemSize in GB; -1 (auto) is allowed besides.
 inline constexpr IntRange kNpuMemSizeGb{1, 1024};
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -100,6 +101,41 @@ class Reader {
     return out;
   }
 
+  // An array of arrays of integers in [min, max] (npuDeviceIds).
+  absl::StatusOr<std::vector<std::vector<int>>> IntListList(const std::string& key, int64_t min,
+                                                            int64_t max) const {
+    CREST_ASSIGN_OR_RETURN(const json* child, Child(key));
+    if (!child->is_array()) return TypeError(key, "array of arrays of integers", *child);
+    std::vector<std::vector<int>> out;
+    for (size_t i = 0; i < child->size(); ++i) {
+      const json& inner = (*child)[i];
+      const std::string at = absl::StrCat(Path(key), "[", i, "]");
+      if (!inner.is_array()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ": expected array of integers, got ", TypeName(inner)));
+      }
+      if (inner.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ": expected at least one device id, got an empty array"));
+      }
+      std::vector<int>& row = out.emplace_back();
+      for (size_t j = 0; j < inner.size(); ++j) {
+        const json& v = inner[j];
+        if (!v.is_number_integer()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(at, "[", j, "]: expected integer, got ", TypeName(v)));
+        }
+        const auto n = v.get<int64_t>();
+        if (n < min || n > max) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              at, "[", j, "]: ", n, " is out of range, expected [", min, ", ", max, "]"));
+        }
+        row.push_back(static_cast<int>(n));
+      }
+    }
+    return out;
+  }
+
   std::string Path(const std::string& key) const {
     return path_.empty() ? key : absl::StrCat(path_, ".", key);
   }
@@ -176,6 +212,32 @@ absl::Status ParseServer(const Reader& root, const std::string& install_dir, Sim
   return absl::OkStatus();
 }
 
+// npuDeviceIds: one list of card ids per model instance; the simulator runs
+// the first. MindIE loads a model on exactly worldSize cards.
+absl::Status ParseDeviceIds(const Reader& backend, const Reader& model, SimConfig& c) {
+  CREST_ASSIGN_OR_RETURN(
+      std::vector<std::vector<int>> ids,
+      backend.IntListList("npuDeviceIds", mindie::kNpuDeviceId.min, mindie::kNpuDeviceId.max));
+  const std::string path = absl::StrCat(backend.Path("npuDeviceIds"), "[0]");
+  if (ids.empty()) {
+    return RangeError(backend.Path("npuDeviceIds"),
+                      "expected at least one list of device ids, got an empty array");
+  }
+  c.npu_device_ids = ids[0];
+  std::set<int> seen;
+  for (int id : c.npu_device_ids) {
+    if (!seen.insert(id).second) {
+      return RangeError(path, absl::StrCat("device ", id, " is listed twice"));
+    }
+  }
+  if (static_cast<int>(c.npu_device_ids.size()) != c.world_size) {
+    return RangeError(
+        path, absl::StrCat(c.npu_device_ids.size(), " devices, but ", model.Path("worldSize"),
+                           " is ", c.world_size, ": expected one device per card of worldSize"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseBackend(const Reader& root, SimConfig& c) {
   CREST_ASSIGN_OR_RETURN(Reader backend, root.Object("BackendConfig"));
   CREST_ASSIGN_OR_RETURN(Reader deploy, backend.Object("ModelDeployConfig"));
@@ -190,6 +252,7 @@ absl::Status ParseBackend(const Reader& root, SimConfig& c) {
   if (c.model_name.empty()) return RangeError(model.Path("modelName"), "must not be empty");
   CREST_ASSIGN_OR_RETURN(c.world_size,
                          model.Int("worldSize", mindie::kWorldSize.min, mindie::kWorldSize.max));
+  CREST_RETURN_IF_ERROR(ParseDeviceIds(backend, model, c));
   CREST_ASSIGN_OR_RETURN(c.npu_mem_size_gb, model.Int("npuMemSize", -1, mindie::kNpuMemSizeGb.max));
   if (c.npu_mem_size_gb == 0) {
     return RangeError(model.Path("npuMemSize"), "0 is out of range, expected -1 (auto) or >= 1");

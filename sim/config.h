@@ -34,6 +34,9 @@ struct SimConfig {
   int max_input_token_len = 2048;  // already min(maxInputTokenLen, maxSeqLen - 1)
   std::string model_name;
   int world_size = 1;
+  // BackendConfig.npuDeviceIds[0]: the cards of the (first) model instance,
+  // as many as worldSize.
+  std::vector<int> npu_device_ids;
   int npu_mem_size_gb = -1;  // -1: automatic
   // BackendConfig.ScheduleConfig
   int cache_block_size = 128;

@@ -170,6 +170,37 @@ TEST(ConfigTest, RangeChecks) {
               HasSubstr("ServerConfig.tlsCert: required when httpsEnabled is true"));
 }
 
+TEST(ConfigTest, DeviceIdsAreTheFirstInstancesCardsOnePerCardOfWorldSize) {
+  json j = Template();
+  j["BackendConfig"]["npuDeviceIds"] = json::parse("[[4,5]]");
+  Model(j)["worldSize"] = 2;
+  absl::StatusOr<SimConfig> c = Parse(j);
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->npu_device_ids, (std::vector<int>{4, 5}));
+
+  EXPECT_EQ(ErrorAfter([](json& j) { j["BackendConfig"].erase("npuDeviceIds"); }),
+            "BackendConfig.npuDeviceIds: missing");
+  EXPECT_EQ(
+      ErrorAfter([](json& j) { j["BackendConfig"]["npuDeviceIds"] = json::parse("[[0,1]]"); }),
+      "BackendConfig.npuDeviceIds[0]: 2 devices, but "
+      "BackendConfig.ModelDeployConfig.ModelConfig[0].worldSize is 1: expected one device "
+      "per card of worldSize");
+  EXPECT_EQ(ErrorAfter([](json& j) {
+              j["BackendConfig"]["npuDeviceIds"] = json::parse("[[3,3]]");
+              Model(j)["worldSize"] = 2;
+            }),
+            "BackendConfig.npuDeviceIds[0]: device 3 is listed twice");
+  EXPECT_EQ(ErrorAfter([](json& j) { j["BackendConfig"]["npuDeviceIds"] = json::parse("[[64]]"); }),
+            "BackendConfig.npuDeviceIds[0][0]: 64 is out of range, expected [0, 63]");
+  EXPECT_EQ(ErrorAfter([](json& j) { j["BackendConfig"]["npuDeviceIds"] = json::parse("[0]"); }),
+            "BackendConfig.npuDeviceIds[0]: expected array of integers, got integer");
+  EXPECT_EQ(ErrorAfter([](json& j) { j["BackendConfig"]["npuDeviceIds"] = json::parse("[]"); }),
+            "BackendConfig.npuDeviceIds: expected at least one list of device ids, got an empty "
+            "array");
+  EXPECT_EQ(ErrorAfter([](json& j) { j["BackendConfig"]["npuDeviceIds"] = json::parse("[[]]"); }),
+            "BackendConfig.npuDeviceIds[0]: expected at least one device id, got an empty array");
+}
+
 TEST(ConfigTest, RejectsNonJson) {
   EXPECT_THAT(ParseConfig("{not json", "/"), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(ParseConfig("[1,2]", "/").status().message(), HasSubstr("top level"));

@@ -19,6 +19,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 #include "common/command_line.h"
 #include "common/paths.h"
@@ -26,6 +28,7 @@
 #include "sim/engine.h"
 #include "sim/http_server.h"
 #include "sim/kv_cache.h"
+#include "sim/npu_host.h"
 #include "sim/profile.h"
 #include "sim/service.h"
 
@@ -150,6 +153,31 @@ int RunDaemon(int argc, char** argv) {
     Log("ERROR", "llm", std::string(kv.status().message()));
     return kv.status().code() == absl::StatusCode::kResourceExhausted ? kExitRuntime : kExitConfig;
   }
+  // The cards, held until the process exits: a card another instance holds
+  // fails the start, as Ascend's runtime does.
+  std::string install_dir = GetEnv("MIES_INSTALL_PATH").value_or("");
+  if (install_dir.empty()) {
+    install_dir = std::filesystem::absolute(config_path).parent_path().parent_path().string();
+  }
+  absl::StatusOr<NpuHost> npu_host = NpuHostFromEnv(install_dir, GetEnv);
+  if (!npu_host.ok()) {
+    Log("ERROR", "llm", std::string(npu_host.status().message()));
+    return kExitConfig;
+  }
+  NpuUse use;
+  use.chip = std::string(absl::StripPrefix(profile->device, "Ascend "));
+  use.hbm_total_mib = static_cast<uint64_t>(profile->device_memory_gib * 1024);
+  use.hbm_used_mib = static_cast<uint64_t>((profile->weights_gib / config->world_size +
+                                            profile->runtime_overhead_gib + kv->npu_mem_gib) *
+                                           1024);
+  absl::StatusOr<NpuClaim> npus = NpuClaim::Acquire(*npu_host, config->npu_device_ids, use);
+  if (!npus.ok()) {
+    Log("ERROR", "llm", absl::StrCat("cannot open the NPUs: ", npus.status().message()));
+    return npus.status().code() == absl::StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;
+  }
+  Log("INFO", "llm",
+      absl::StrCat("NPUs ", absl::StrJoin(config->npu_device_ids, ","), " of ", npu_host->dir, ": ",
+                   use.hbm_used_mib, " / ", use.hbm_total_mib, " MB HBM each"));
   RaiseFileLimit();
 
   std::unique_ptr<boost::asio::ssl::context> tls;

@@ -471,7 +471,11 @@ TEST_F(AgentProcessTest, CliEndToEnd) {
   ASSERT_EQ(info.exit.code, 0) << info.output;
   nlohmann::json j = nlohmann::json::parse(info.output);
   EXPECT_EQ(j["nodeName"], "n1");
+  // A configured daemon (mindie-sim by path, not the embedded one) on a
+  // host without npu-smi: no NPUs, and one slot, as before slots.
   EXPECT_EQ(j["npuNote"], "npu-smi not found");
+  ASSERT_EQ(j["slots"].size(), 1u) << info.output;
+  EXPECT_EQ(j["slotCpuRule"], "request");
   EXPECT_EQ(j["numaNodes"][1]["cpuList"], "1");
   EXPECT_EQ(j["labels"]["npu"], "910B3");
 

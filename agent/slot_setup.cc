@@ -1,0 +1,91 @@
+#include "agent/slot_setup.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+#include "agent/config_json_editor.h"
+#include "common/file_util.h"
+#include "common/listen_port.h"
+#include "common/status.h"
+
+namespace crest::agent {
+namespace {
+
+// Three ports no slot has yet and nothing listens on now.
+absl::Status PickPorts(std::set<int>& taken, SlotRuntime& slot) {
+  for (int* port : {&slot.port, &slot.management_port, &slot.metrics_port}) {
+    for (int tries = 0;; ++tries) {
+      CREST_ASSIGN_OR_RETURN(int p, PickListenPort());
+      if (taken.insert(p).second) {
+        *port = p;
+        break;
+      }
+      if (tries > 100) return absl::ResourceExhaustedError("no free port left for the slots");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string SlotStateDir(const std::string& state_dir, uint32_t index) {
+  return absl::StrCat(state_dir, "/slots/", index);
+}
+
+absl::StatusOr<std::vector<SlotRuntime>> PrepareSlots(const AgentConfig& config,
+                                                      const SlotPlan& plan,
+                                                      const std::string& state_dir) {
+  std::vector<SlotRuntime> out;
+  if (!config.slots) {
+    SlotRuntime lone;
+    if (!plan.slots.empty()) lone.layout = plan.slots.front();
+    lone.layout.cpus.clear();  // StartDaemon's pinning decides, as before slots
+    lone.config = config;
+    lone.state_dir = state_dir;
+    out.push_back(std::move(lone));
+    return out;
+  }
+  // The original: a crashed single-slot agent's backup wins over the file it
+  // had edited.
+  CREST_ASSIGN_OR_RETURN(std::string original,
+                         ConfigJsonFile(config.config_json, state_dir).Original());
+  std::set<int> taken;
+  std::vector<std::string> texts;
+  for (const SlotLayout& layout : plan.slots) {
+    SlotRuntime slot;
+    slot.layout = layout;
+    slot.state_dir = SlotStateDir(state_dir, layout.index);
+    CREST_RETURN_IF_ERROR(PickPorts(taken, slot));
+    slot.config = config;
+    slot.config.config_json = absl::StrCat(slot.state_dir, "/conf/config.json");
+    slot.config.log_file = absl::StrCat(slot.state_dir, "/daemon.log");
+    for (std::string& arg : slot.config.args) {
+      if (arg == config.config_json) arg = slot.config.config_json;  // mindie-sim's --config
+    }
+    std::vector<JsonEdit> edits = {
+        {{"ServerConfig", "port"}, absl::StrCat(slot.port)},
+        {{"ServerConfig", "managementPort"}, absl::StrCat(slot.management_port)},
+        {{"ServerConfig", "metricsPort"}, absl::StrCat(slot.metrics_port)},
+        {{"BackendConfig", "npuDeviceIds"},
+         absl::StrCat("[[", absl::StrJoin(layout.npus, ","), "]]")},
+        {{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "worldSize"},
+         absl::StrCat(layout.npus.size())},
+    };
+    auto text = ApplyJsonEdits(original, edits);
+    if (!text.ok()) {
+      return Annotate(text.status(), absl::StrCat("slot ", layout.index, ": editing a copy of ",
+                                                  config.config_json));
+    }
+    texts.push_back(*std::move(text));
+    out.push_back(std::move(slot));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    CREST_RETURN_IF_ERROR(MakeDirectories(out[i].state_dir + "/conf"));
+    CREST_RETURN_IF_ERROR(WriteFileAtomically(out[i].config.config_json, texts[i], 0640));
+  }
+  return out;
+}
+
+}  // namespace crest::agent

@@ -1,0 +1,221 @@
+#include "sim/npu_host.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+#include "common/file_util.h"
+#include "common/mindie_limits.h"
+
+namespace crest::sim {
+namespace {
+
+constexpr int kMaxDevices = mindie::kNpuDeviceId.max + 1;
+
+std::string LockPath(const NpuHost& host, int id) {
+  return absl::StrCat(host.dir, "/npu", id, ".lock");
+}
+
+std::string ReadFd(int fd) {
+  std::string out;
+  char buf[512];
+  off_t at = 0;
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof(buf), at);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    at += n;
+  }
+  return out;
+}
+
+// The holder's record; fields a half-written record lacks stay default.
+NpuState ParseRecord(int id, const std::string& text) {
+  NpuState s;
+  s.id = id;
+  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return s;
+  s.chip = doc.value("chip", "");
+  s.hbm_used_mib = doc.value("hbm_used_mib", uint64_t{0});
+  s.hbm_total_mib = doc.value("hbm_total_mib", uint64_t{0});
+  s.process_name = doc.value("process", "");
+  if (doc.contains("pid") && doc["pid"].is_number_integer())
+    s.holder_pid = doc["pid"].get<int64_t>();
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<NpuHost> NpuHostFromEnv(
+    const std::string& install_dir,
+    const std::function<std::optional<std::string>(const std::string&)>& getenv) {
+  NpuHost host;
+  if (auto dir = getenv("MINDIE_SIM_NPU_DIR"); dir && !dir->empty()) {
+    host.dir = *dir;
+  } else if (!install_dir.empty()) {
+    host.dir = absl::StrCat(install_dir, "/run/npu");
+  } else {
+    return absl::InvalidArgumentError(
+        "no simulated host: set MINDIE_SIM_NPU_DIR or MIES_INSTALL_PATH (its run/npu folder)");
+  }
+  if (auto count = getenv("MINDIE_SIM_NPU_COUNT"); count && !count->empty()) {
+    int n = 0;
+    if (!absl::SimpleAtoi(*count, &n) || n < 1 || n > kMaxDevices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MINDIE_SIM_NPU_COUNT: \"", *count, "\" is not a count, expected 1..", kMaxDevices));
+    }
+    host.device_count = n;
+  }
+  return host;
+}
+
+absl::StatusOr<NpuClaim> NpuClaim::Acquire(const NpuHost& host, const std::vector<int>& ids,
+                                           const NpuUse& use) {
+  for (int id : ids) {
+    if (id < 0 || id >= host.device_count) {
+      return absl::InvalidArgumentError(absl::StrCat("NPU ", id, " does not exist: the host has ",
+                                                     host.device_count, " NPUs (0..",
+                                                     host.device_count - 1, ")"));
+    }
+  }
+  if (auto made = MakeDirectories(host.dir); !made.ok()) return made;
+  NpuClaim claim;
+  for (int id : ids) {
+    const std::string path = LockPath(host, id);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("NPU ", id, ": opening ", path, ": ", std::strerror(errno)));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      NpuState holder = ParseRecord(id, ReadFd(fd));
+      ::close(fd);
+      if (err != EWOULDBLOCK) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("NPU ", id, ": locking ", path, ": ", std::strerror(err)));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "NPU ", id, " is in use by process ",
+          holder.holder_pid ? absl::StrCat(*holder.holder_pid) : std::string("(unknown)"),
+          holder.process_name.empty() ? "" : absl::StrCat(" (", holder.process_name, ")"),
+          ": a device serves one process at a time"));
+    }
+    claim.fds_.push_back(fd);  // from here the destructor releases it
+    nlohmann::json record = {{"pid", static_cast<int64_t>(::getpid())},
+                             {"process", use.process_name},
+                             {"chip", use.chip},
+                             {"hbm_used_mib", use.hbm_used_mib},
+                             {"hbm_total_mib", use.hbm_total_mib}};
+    const std::string text = record.dump() + "\n";
+    if (::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("NPU ", id, ": writing ", path, ": ", std::strerror(errno)));
+    }
+  }
+  return claim;
+}
+
+NpuClaim::NpuClaim(NpuClaim&& other) noexcept : fds_(std::exchange(other.fds_, {})) {}
+
+NpuClaim& NpuClaim::operator=(NpuClaim&& other) noexcept {
+  if (this != &other) {
+    Release();
+    fds_ = std::exchange(other.fds_, {});
+  }
+  return *this;
+}
+
+NpuClaim::~NpuClaim() { Release(); }
+
+void NpuClaim::Release() {
+  for (int fd : fds_) {
+    // Emptied first: a reader that finds the lock free reads no stale use.
+    (void)::ftruncate(fd, 0);
+    ::close(fd);
+  }
+  fds_.clear();
+}
+
+std::vector<NpuState> ReadNpuHost(const NpuHost& host) {
+  std::vector<NpuState> out;
+  for (int id = 0; id < host.device_count; ++id) {
+    NpuState free_device;
+    free_device.id = id;
+    free_device.chip = host.chip;
+    free_device.hbm_total_mib = host.hbm_total_mib;
+    int fd = ::open(LockPath(host, id).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      out.push_back(free_device);
+      continue;
+    }
+    // A lock we can share is nobody's: whatever the file says is stale.
+    if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+      ::close(fd);
+      out.push_back(free_device);
+      continue;
+    }
+    NpuState held = ParseRecord(id, ReadFd(fd));
+    ::close(fd);
+    if (held.chip.empty()) held.chip = host.chip;
+    if (held.hbm_total_mib == 0) held.hbm_total_mib = host.hbm_total_mib;
+    if (!held.holder_pid) held.holder_pid = 0;  // claimed, record not written yet
+    out.push_back(held);
+  }
+  return out;
+}
+
+std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices) {
+  const std::string rule =
+      "+---------------------------+---------------+----------------------------------------------"
+      "------+\n";
+  const std::string double_rule =
+      "+===========================+===============+=============================================="
+      "======+\n";
+  std::string out = rule;
+  out += absl::StrFormat("| %-94s |\n", "npu-smi (mindie-sim)              Version: sim");
+  out += rule;
+  out +=
+      "| NPU   Name                | Health        | Power(W)    Temp(C)           "
+      "Hugepages-Usage(page)|\n";
+  out +=
+      "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  "
+      "HBM-Usage(MB)        |\n";
+  out += double_rule;
+  for (const NpuState& d : devices) {
+    const bool busy = d.holder_pid.has_value();
+    out += absl::StrFormat("| %-5d %-19s | %-13s | %-11s %-17s %-20s |\n", d.id, d.chip, "OK",
+                           busy ? "210.0" : "90.0", "40", "0    / 0");
+    out += absl::StrFormat("| %-25d | %-13s | %-11d %-17s %-20s |\n", 0,
+                           absl::StrFormat("0000:%02X:00.0", 0xC1 + d.id), busy ? 60 : 0,
+                           "0    / 0", absl::StrCat(d.hbm_used_mib, " / ", d.hbm_total_mib));
+    out += double_rule;
+  }
+  out +=
+      "| NPU     Chip              | Process id    | Process name             | Process "
+      "memory(MB)      |\n";
+  out += double_rule;
+  for (const NpuState& d : devices) {
+    if (d.holder_pid) {
+      out += absl::StrFormat("| %-7d %-17d | %-13d | %-24s | %-23d |\n", d.id, 0, *d.holder_pid,
+                             d.process_name, d.hbm_used_mib);
+    } else {
+      out +=
+          absl::StrFormat("| %-94s |\n", absl::StrCat("No running processes found in NPU ", d.id));
+    }
+    out += double_rule;
+  }
+  return out;
+}
+
+}  // namespace crest::sim

@@ -1,0 +1,120 @@
+// Several mindie-sim processes on one simulated host (sim/npu_host.h): a
+// card serves one process, the kernel frees a dead process's cards, and
+// npu-smi-sim shows each card's use in the table the agent parses.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+
+#include "agent/node_agent.h"
+#include "common/subprocess.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_ca.h"
+#include "sim/testing/sim_process.h"
+
+namespace crest::sim {
+namespace {
+
+using ::crest::testing::TempDir;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::SimProcess;
+using testing::TestConfig;
+
+const std::vector<std::string> kFast = {"--startup-seconds", "0", "--seed", "1", "--noise-cv", "0"};
+
+json OnDevices(const std::string& ids, int world_size) {
+  json config = TestConfig();
+  config["BackendConfig"]["npuDeviceIds"] = json::parse(ids);
+  config["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["worldSize"] = world_size;
+  return config;
+}
+
+std::unique_ptr<SimProcess> Start(const TempDir& dir, const json& config,
+                                  const std::map<std::string, std::string>& env) {
+  auto p = SimProcess::Start(dir.path(), config, kFast, env);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+absl::StatusOr<CommandOutput> NpuSmi(const std::map<std::string, std::string>& env) {
+  SpawnOptions smi;
+  smi.argv = {testing::BinDir() + "/npu-smi-sim", "info"};
+  smi.env = env;
+  return RunCommand(smi, absl::Seconds(10));
+}
+
+TEST(NpuDevicesTest, ACardServesOneSimulatorAndIsFreedWhenItDies) {
+  TempDir host;
+  TempDir a_dir;
+  TempDir b_dir;
+  TempDir c_dir;
+  const std::map<std::string, std::string> env = {{"MINDIE_SIM_NPU_DIR", host.path()}};
+
+  auto a = Start(a_dir, OnDevices("[[0]]", 1), env);
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(a->WaitReady(15)) << a->Output();
+
+  auto b = Start(b_dir, OnDevices("[[1,0]]", 2), env);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->WaitExit(15), 1) << b->Output();
+  EXPECT_THAT(b->Output(), HasSubstr(absl::StrCat("NPU 0 is in use by process ", a->pid())));
+  EXPECT_THAT(b->Output(), Not(HasSubstr("Daemon start success!")));
+
+  auto c = Start(c_dir, OnDevices("[[1,2]]", 2), env);
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c->WaitReady(15)) << c->Output() << "\n(the refused start left NPU 1 held)";
+
+  auto table = NpuSmi(env);
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->exit.code, 0) << table->output;
+  EXPECT_THAT(table->output, HasSubstr(absl::StrCat(a->pid())));
+  EXPECT_THAT(table->output, HasSubstr(absl::StrCat(c->pid())));
+  std::vector<crest::v1::NpuDevice> npus = agent::ParseNpuSmiInfo(table->output);
+  ASSERT_EQ(npus.size(), 8u) << table->output;
+  for (const crest::v1::NpuDevice& d : npus) {
+    EXPECT_EQ(d.name(), "910B3");
+    EXPECT_EQ(d.hbm_total_mib(), 65536u);
+    // LLaMa3-8B at npuMemSize 17: 15 GiB of weights, 3 of runtime, 17 of cache
+    // on one card; on two, half the weights each.
+    if (d.id() == 0) {
+      EXPECT_GT(d.hbm_used_mib(), 34u * 1024);
+    } else if (d.id() <= 2) {
+      EXPECT_GT(d.hbm_used_mib(), 26u * 1024) << d.id();
+      EXPECT_LT(d.hbm_used_mib(), npus[0].hbm_used_mib()) << d.id();
+    } else {
+      EXPECT_EQ(d.hbm_used_mib(), 0u) << d.id();
+    }
+  }
+
+  a->Signal(SIGKILL);
+  ASSERT_TRUE(a->WaitExit(10).has_value());
+  TempDir d_dir;
+  auto d = Start(d_dir, OnDevices("[[0]]", 1), env);
+  ASSERT_NE(d, nullptr);
+  EXPECT_TRUE(d->WaitReady(15)) << d->Output();
+}
+
+TEST(NpuDevicesTest, ACardTheHostDoesNotHaveIsAConfigurationError) {
+  TempDir dir;
+  auto p = Start(dir, OnDevices("[[3]]", 1), {{"MINDIE_SIM_NPU_COUNT", "2"}});
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->WaitExit(15), 2) << p->Output();
+  EXPECT_THAT(p->Output(), HasSubstr("NPU 3 does not exist: the host has 2 NPUs (0..1)"));
+}
+
+TEST(NpuDevicesTest, NpuSmiWithoutAHostSaysWhatIsMissing) {
+  SpawnOptions smi;
+  smi.argv = {testing::BinDir() + "/npu-smi-sim", "info"};
+  smi.inherit_env = false;
+  auto out = RunCommand(smi, absl::Seconds(10));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(out->exit.code, 0);
+  EXPECT_THAT(out->output, HasSubstr("MINDIE_SIM_NPU_DIR"));
+}
+
+}  // namespace
+}  // namespace crest::sim
