@@ -97,7 +97,8 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
   if (config.use_builtin_sim) {
     // The simulator's host: its NPUs as npu-smi shows them (sim/npu_host.h).
     agent_options.npu_smi = *exe_dir + "/npu-smi-sim";
-    agent_options.npu_smi_env = {{"MIES_INSTALL_PATH", config.install_dir}};
+    agent_options.npu_smi_env = {{"MIES_INSTALL_PATH", config.install_dir},
+                                 {"MINDIE_SIM_SYSFS_ROOT", options.sysfs_root}};
     CREST_RETURN_IF_ERROR(PrepareSimConfigJson(config, *share_dir + "/conf/config.json"));
   }
   std::unique_ptr<AgentServer> s(new AgentServer());

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 
 #include "agent/config_json_editor.h"
-#include "agent/topology.h"
+#include "common/topology.h"
 #include "crest/v1/benchmark.pb.h"
 #include "loadgen/runner.h"
 

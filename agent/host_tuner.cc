@@ -13,9 +13,9 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
-#include "agent/topology.h"
 #include "common/file_util.h"
 #include "common/status.h"
+#include "common/topology.h"
 
 namespace crest::agent {
 namespace {

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
@@ -18,10 +19,10 @@
 #include "agent/daemon_metrics.h"
 #include "agent/pinning.h"
 #include "agent/request_validation.h"
-#include "agent/topology.h"
 #include "common/cpu_list.h"
 #include "common/file_util.h"
 #include "common/status.h"
+#include "common/topology.h"
 #include "common/version.h"
 
 namespace crest::agent {
@@ -72,6 +73,21 @@ std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text) {
     }
     out.push_back(d);
     ++i;
+  }
+  return out;
+}
+
+std::map<uint32_t, std::vector<uint32_t>> ParseNpuSmiTopo(const std::string& text) {
+  std::map<uint32_t, std::vector<uint32_t>> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    uint32_t id = 0;
+    if (cells.size() < 3 || !absl::ConsumePrefix(&cells[0], "NPU") ||
+        !absl::SimpleAtoi(cells[0], &id)) {
+      continue;
+    }
+    auto cpus = ParseCpuList(cells.back());
+    if (cpus.ok() && !cpus->empty()) out[id] = *std::move(cpus);
   }
   return out;
 }
@@ -144,11 +160,37 @@ std::vector<crest::v1::NpuDevice> NodeAgent::ListNpus(std::string* note) const {
   return npus;
 }
 
+std::map<uint32_t, uint32_t> NodeAgent::NpuNumaNodes(const Topology& topology) const {
+  std::map<uint32_t, uint32_t> out;
+  if (options_.npu_smi.empty()) return out;
+  SpawnOptions smi;
+  smi.argv = {options_.npu_smi, "info", "-t", "topo"};
+  smi.env = options_.npu_smi_env;
+  auto run = RunCommand(smi, absl::Seconds(20));
+  if (!run.ok() || run->exit.code != 0) {
+    spdlog::warn("npu-smi info -t topo failed; the NPUs' NUMA nodes are unknown: {}",
+                 run.ok() ? run->output.substr(0, 200) : std::string(run.status().message()));
+    return out;
+  }
+  for (const auto& [npu, cpus] : ParseNpuSmiTopo(run->output)) {
+    for (const NumaNodeInfo& node : topology.numa_nodes) {
+      if (std::binary_search(node.cpus.begin(), node.cpus.end(), cpus.front())) {
+        out[npu] = node.id;
+      }
+    }
+  }
+  return out;
+}
+
 absl::Status NodeAgent::SetUpSlots() {
   CREST_ASSIGN_OR_RETURN(Topology topology, ReadTopology(options_.sysfs_root));
   std::string note;
   std::vector<HostNpu> npus;
-  for (const crest::v1::NpuDevice& d : ListNpus(&note)) npus.push_back({d.id(), std::nullopt});
+  const std::map<uint32_t, uint32_t> nodes = NpuNumaNodes(topology);
+  for (const crest::v1::NpuDevice& d : ListNpus(&note)) {
+    auto node = nodes.find(d.id());
+    npus.push_back({d.id(), node == nodes.end() ? std::nullopt : std::optional(node->second)});
+  }
   // The model's cards per slot: worldSize of the original config.json.
   CREST_ASSIGN_OR_RETURN(MindieConfig original,
                          ConfigJsonFile(config_.config_json, options_.state_dir).Load());

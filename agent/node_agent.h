@@ -20,8 +20,8 @@
 #include "agent/host_tuner.h"
 #include "agent/slot_setup.h"
 #include "agent/slots.h"
-#include "agent/topology.h"
 #include "common/clock.h"
+#include "common/topology.h"
 #include "crest/v1/agent.pb.h"
 #include "crest/v1/benchmark.pb.h"
 #include "loadgen/runner.h"
@@ -98,6 +98,8 @@ class NodeAgent {
   absl::Status SetUpSlots();
   // The NPUs npu-smi lists; empty with `note` set when it cannot say.
   std::vector<crest::v1::NpuDevice> ListNpus(std::string* note) const;
+  // Each NPU's NUMA node, from `npu-smi info -t topo`'s CPU affinity.
+  std::map<uint32_t, uint32_t> NpuNumaNodes(const Topology& topology) const;
   // CPUs no slot's daemon is pinned to (the benchmark clients').
   std::vector<uint32_t> ClientCpus(const Topology& topology) const;
 
@@ -116,5 +118,9 @@ class NodeAgent {
 
 // Parses `npu-smi info` (the overview table) into devices.
 std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text);
+
+// Parses `npu-smi info -t topo` (the link matrix) into each card's CPU
+// affinity, the last column: NPU id -> CPUs. Rows it cannot read are left out.
+std::map<uint32_t, std::vector<uint32_t>> ParseNpuSmiTopo(const std::string& text);
 
 }  // namespace crest::agent

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-#include "agent/topology.h"
+#include "common/topology.h"
 #include "crest/v1/agent.pb.h"
 
 namespace crest::agent {

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "yaml-cpp/yaml.h"
 
-#include "agent/topology.h"
+#include "common/topology.h"
 
 namespace crest::agent {
 

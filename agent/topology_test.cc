@@ -1,4 +1,6 @@
-#include "agent/topology.h"
+// common/topology.h against the agent's fake sysfs trees (agent/testing): it lives
+// beside them, with the agent that reads the topology most.
+#include "common/topology.h"
 
 #include <filesystem>
 #include <fstream>

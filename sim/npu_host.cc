@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
+#include "common/cpu_list.h"
 #include "common/file_util.h"
 #include "common/mindie_limits.h"
 
@@ -215,6 +216,35 @@ std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices) {
     }
     out += double_rule;
   }
+  return out;
+}
+
+std::string FormatNpuSmiTopo(const NpuHost& host, const Topology& topology) {
+  std::vector<std::vector<uint32_t>> nodes;
+  for (const NumaNodeInfo& node : topology.numa_nodes) {
+    std::vector<uint32_t> online;
+    for (uint32_t c : node.cpus) {
+      if (topology.IsOnline(c)) online.push_back(c);
+    }
+    if (!online.empty()) nodes.push_back(std::move(online));
+  }
+  std::string out = absl::StrFormat("%-11s", "");
+  for (int i = 0; i < host.device_count; ++i)
+    out += absl::StrFormat("%-11s", absl::StrCat("NPU", i));
+  out += "CPU Affinity\n";
+  for (int i = 0; i < host.device_count; ++i) {
+    out += absl::StrFormat("%-11s", absl::StrCat("NPU", i));
+    for (int j = 0; j < host.device_count; ++j)
+      out += absl::StrFormat("%-11s", i == j ? "X" : "HCCS");
+    const size_t node = nodes.empty() ? 0
+                                      : static_cast<size_t>(i) * nodes.size() /
+                                            static_cast<size_t>(host.device_count);
+    out += nodes.empty() ? std::string("NA") : FormatCpuList(nodes[node]);
+    out += "\n";
+  }
+  out +=
+      "\nLegend:\n\n  X    = Self\n  HCCS = Connection traversing HCCS.\n  NA   = Unknown "
+      "relationship.\n";
   return out;
 }
 

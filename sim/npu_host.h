@@ -15,6 +15,8 @@
 
 #include "absl/status/statusor.h"
 
+#include "common/topology.h"
+
 namespace crest::sim {
 
 struct NpuHost {
@@ -77,5 +79,11 @@ std::vector<NpuState> ReadNpuHost(const NpuHost& host);
 // `npu-smi info`'s table (the shape agent::ParseNpuSmiInfo reads): two rows
 // per device, then the processes on each device.
 std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices);
+
+// `npu-smi info -t topo`'s matrix: every pair of cards linked by HCCS (the
+// 910B's full mesh) and each card's CPU affinity: card i hangs off NUMA node
+// floor(i * nodes / cards) of `topology`, the nodes in order (with online
+// CPUs), so the cards spread evenly over the host's nodes.
+std::string FormatNpuSmiTopo(const NpuHost& host, const Topology& topology);
 
 }  // namespace crest::sim

@@ -122,5 +122,18 @@ TEST(NpuHostTest, TheHostShowsEachDevicesUseAndHolder) {
   EXPECT_EQ(states[2].hbm_used_mib, 7u);
 }
 
+TEST(NpuHostTest, TheCardsSpreadEvenlyOverTheNumaNodes) {
+  NpuHost host;
+  host.device_count = 4;
+  Topology topology;
+  topology.online_cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  topology.numa_nodes = {{0, {0, 1, 2, 3}}, {1, {4, 5, 6, 7}}};
+  const std::string topo = FormatNpuSmiTopo(host, topology);
+  EXPECT_THAT(topo, HasSubstr("CPU Affinity\n"));
+  EXPECT_THAT(topo, ::testing::MatchesRegex(
+                        "(.|\n)*NPU1 +HCCS +X +HCCS +HCCS +0-3\n(.|\n)*NPU2 +HCCS +HCCS +X +HCCS "
+                        "+4-7\n(.|\n)*"));
+}
+
 }  // namespace
 }  // namespace crest::sim

@@ -3,18 +3,21 @@
 // config.json, a benchmark in one slot, every slot stopped and restored, and
 // after a crash of the agent, every slot put back at its next start.
 #include <grpcpp/grpcpp.h>
+#include <sched.h>
 
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include "agent/pinning.h"
 #include "agent/slot_setup.h"
 #include "agent/testing/fake_sysfs.h"
 #include "common/cpu_list.h"
@@ -35,8 +38,9 @@ constexpr int kSlots = 4;
 class AgentSlotsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // Two NUMA nodes of four CPUs: one odd node for four slots is too few, so
-    // the CPUs are split evenly, a share for each daemon and one for the clients.
+    // Two NUMA nodes of four CPUs. One odd node is too few for four slots, so
+    // the cards' own nodes decide: the simulated host hangs cards 0-3 off
+    // node 0, whose CPUs the four daemons share; node 1 runs the clients.
     testing::FakeSysfsSpec spec;
     spec.numa_nodes = {{0, 1, 2, 3}, {4, 5, 6, 7}};
     testing::WriteFakeSysfs(sysfs_, spec);
@@ -132,7 +136,7 @@ TEST_F(AgentSlotsTest, FourDaemonsRunAtOnceOnTheirOwnCardsPortsAndCpus) {
 
   crest::v1::NodeInfo info = Info(*stub);
   ASSERT_EQ(info.slots_size(), kSlots);
-  EXPECT_EQ(info.slot_cpu_rule(), "even-split");
+  EXPECT_EQ(info.slot_cpu_rule(), "npu-affinity");
   std::set<uint32_t> ports;
   std::set<uint32_t> cpus;
   std::map<uint32_t, std::string> originals;  // slot -> its working copy before any start
@@ -144,7 +148,7 @@ TEST_F(AgentSlotsTest, FourDaemonsRunAtOnceOnTheirOwnCardsPortsAndCpus) {
     }
     auto list = ParseCpuList(slot.cpu_list());
     ASSERT_TRUE(list.ok()) << slot.cpu_list();
-    EXPECT_FALSE(list->empty());
+    EXPECT_THAT(*list, ::testing::ElementsAre(slot.index())) << "node 0's CPUs, one each";
     for (uint32_t c : *list) EXPECT_TRUE(cpus.insert(c).second) << "CPU " << c << " given twice";
     auto text = ReadFileToString(slot.config_json());
     ASSERT_TRUE(text.ok()) << text.status();
@@ -153,7 +157,7 @@ TEST_F(AgentSlotsTest, FourDaemonsRunAtOnceOnTheirOwnCardsPortsAndCpus) {
   }
   auto clients = ParseCpuList(info.benchmark_client_cpu_list());
   ASSERT_TRUE(clients.ok());
-  EXPECT_FALSE(clients->empty());
+  EXPECT_THAT(*clients, ::testing::ElementsAre(4, 5, 6, 7));
   for (uint32_t c : *clients)
     EXPECT_EQ(cpus.count(c), 0u) << "client CPU " << c << " is a daemon's";
 
@@ -264,6 +268,43 @@ TEST_F(AgentSlotsTest, EverySlotIsPutBackAfterACrashOfTheAgent) {
   std::vector<int32_t> fresh = StartAll(*stub);
   EXPECT_EQ(fresh.size(), size_t{kSlots});
   EXPECT_EQ((*again)->Terminate(), 0);
+}
+
+// On this machine's own CPUs (0 and 1, as nodes 0 and 1), one slot: the
+// practice's rule gives its daemon the odd node, CPU 1, and the clients CPU 0;
+// an odd-NUMA start pins the daemon there for real.
+TEST_F(AgentSlotsTest, OddNumaPinningPinsASlotsDaemonToItsShare) {
+  cpu_set_t mine;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(mine), &mine), 0);
+  if (!CPU_ISSET(0, &mine) || !CPU_ISSET(1, &mine)) GTEST_SKIP() << "needs CPUs 0 and 1";
+  testing::WriteFakeSysfs(sysfs_, {});
+  std::ofstream(dir_.File("agent.yaml"))
+      << "sim: {time_scale: 50, seed: 5, args: [\"--startup-seconds\", \"0\"]}\nslots: 1\n";
+  auto agent = StartAgent();
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto stub = Stub((*agent)->address());
+  crest::v1::NodeInfo info = Info(*stub);
+  EXPECT_EQ(info.slot_cpu_rule(), "odd-numa");
+  ASSERT_EQ(info.slots_size(), 1);
+  EXPECT_EQ(info.slots(0).cpu_list(), "1");
+  EXPECT_EQ(info.benchmark_client_cpu_list(), "0");
+
+  crest::v1::StartDaemonRequest req;
+  req.mutable_pinning()->set_mode(crest::v1::PINNING_ODD_NUMA);
+  grpc::ClientContext ctx;
+  Deadline(ctx, 60);
+  auto reader = stub->StartDaemon(&ctx, req);
+  crest::v1::DaemonEvent e;
+  std::optional<crest::v1::DaemonReady> ready;
+  while (reader->Read(&e)) {
+    if (e.has_ready()) ready = e.ready();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_TRUE(ready.has_value());
+  auto allowed = ReadAllowedCpus(ready->pid());
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_THAT(*allowed, ::testing::ElementsAre(1));
+  EXPECT_EQ((*agent)->Terminate(), 0);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace crest::agent {
+namespace crest {
 
 struct NumaNodeInfo {
   uint32_t id = 0;
@@ -32,4 +32,4 @@ struct Topology {
 // <sysfs_root>/devices/system/node/node*/cpulist.
 absl::StatusOr<Topology> ReadTopology(const std::string& sysfs_root);
 
-}  // namespace crest::agent
+}  // namespace crest

@@ -1,4 +1,4 @@
-#include "agent/topology.h"
+#include "common/topology.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,7 +12,7 @@
 #include "common/file_util.h"
 #include "common/status.h"
 
-namespace crest::agent {
+namespace crest {
 namespace {
 
 absl::StatusOr<std::vector<uint32_t>> ReadCpuListFile(const std::string& path) {
@@ -80,4 +80,4 @@ absl::StatusOr<Topology> ReadTopology(const std::string& sysfs_root) {
   return topology;
 }
 
-}  // namespace crest::agent
+}  // namespace crest
