@@ -155,6 +155,7 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
     registration.capabilities = {"host-tuning", "pinning", "benchmark", config.backend};
     registration.parameter_limits = PublishedParameterLimits(config);
     registration.benchmark_limits = PublishedBenchmarkLimits();
+    registration.slots = static_cast<uint32_t>(s->agent_->slot_count());
     NodeAgent* agent = s->agent_.get();
     s->registrar_ =
         std::make_unique<Registrar>(crest::v1::Controller::NewStub(channel), registration,

@@ -87,6 +87,7 @@ void Registrar::Loop() {
       for (const std::string& c : options_.capabilities) request.add_capabilities(c);
       for (const auto& l : options_.parameter_limits) *request.add_parameter_limits() = l;
       for (const auto& l : options_.benchmark_limits) *request.add_benchmark_limits() = l;
+      request.set_slots(options_.slots);
       request.set_agent_version(kVersion);
       crest::v1::RegisterAgentReply reply;
       grpc::ClientContext ctx;

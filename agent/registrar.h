@@ -26,6 +26,7 @@ struct RegistrarOptions {
   std::vector<std::string> capabilities;
   // What the agent accepts (request_validation.h), sent with every registration.
   std::vector<crest::v1::ParameterLimit> parameter_limits;
+  uint32_t slots = 1;  // daemon slots (NodeInfo.slots)
   std::vector<crest::v1::ParameterLimit> benchmark_limits;
   absl::Duration rpc_deadline = absl::Seconds(5);
   absl::Duration initial_backoff = absl::Milliseconds(200);

@@ -37,9 +37,11 @@ class AgentClient {
   virtual absl::StatusOr<DaemonOutcome> StartDaemon(const crest::v1::StartDaemonRequest& request,
                                                     absl::Duration timeout,
                                                     CancelSignal* cancel) = 0;
-  virtual absl::Status StopDaemon(absl::Duration timeout) = 0;
+  // `slot`: the daemon slot of the node (NodeInfo.slots; 0 without slots).
+  // StartDaemon's request names its slot itself.
+  virtual absl::Status StopDaemon(uint32_t slot, absl::Duration timeout) = 0;
   virtual absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(
-      const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
+      uint32_t slot, const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
       const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
       CancelSignal* cancel) = 0;
 };

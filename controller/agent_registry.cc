@@ -163,6 +163,7 @@ absl::Status AgentRegistry::Register(const crest::v1::RegisterAgentRequest& requ
     for (const auto& [k, v] : request.labels()) (*e->info.mutable_labels())[k] = v;
     *e->info.mutable_parameter_limits() = request.parameter_limits();
     *e->info.mutable_benchmark_limits() = request.benchmark_limits();
+    e->info.set_slots(request.slots());
     return Touch(e);
   };
   CREST_RETURN_IF_ERROR(ValidateRegistration(request));
@@ -228,6 +229,7 @@ void AgentRegistry::MarkSeen(const std::string& name, const crest::v1::NodeInfo*
       for (const auto& [k, v] : info->labels()) (*it->second.info.mutable_labels())[k] = v;
       *it->second.info.mutable_parameter_limits() = info->parameter_limits();
       *it->second.info.mutable_benchmark_limits() = info->benchmark_limits();
+      it->second.info.set_slots(static_cast<uint32_t>(info->slots_size()));
     }
     changed = Touch(&it->second);
     if (changed) LogReady(it->second.info);

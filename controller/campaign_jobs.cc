@@ -18,6 +18,7 @@
 #include "controller/campaign_report.h"
 #include "controller/campaign_view.h"
 #include "controller/kv_blocks.h"
+#include "controller/place.h"
 #include "controller/schedule_plan.h"
 #include "controller/spec_fill.h"
 #include "controller/spec_validator.h"
@@ -47,13 +48,13 @@ absl::Status CampaignManager::CommitLaunch(Run& run, Batch batch, absl::string_v
   return absl::OkStatus();
 }
 
-void CampaignManager::LaunchProbe(Run& run, const std::string& model, const std::string& node) {
+void CampaignManager::LaunchProbe(Run& run, const std::string& model, const std::string& place) {
   const std::string& id = run.stored.campaign.id();
   if (!CommitLaunch(run, Batch{}, "the start of the campaign").ok()) return;
   spdlog::info("campaign {} model {}: starting the daemon on {} to read npuBlockNum", id, model,
-               node);
+               place);
   jobs_.StartProbe(
-      id, model, node, run.stored.campaign.spec(),
+      id, model, ParsePlace(place), run.stored.campaign.spec(),
       [this](JobTable::Job* job, const ProbeResult& probe) { FinishProbe(job, probe); });
   notifier_.Changed(id);
 }
@@ -73,17 +74,18 @@ void CampaignManager::LaunchTrial(Run& run, Trial trial) {
   spdlog::info("campaign {} model {}: trial {} maxBatchSize {} (repeat {}, attempt {}{}) on {}",
                trial.campaign_id(), trial.model(), trial.id(), trial.parameters().max_batch_size(),
                trial.repeat(), trial.attempt(), trial.calibration() ? ", calibration" : "",
-               trial.node());
+               PlaceKey(trial.node(), trial.slot()));
   registry_->SetRunningTrial(trial.node(), trial.id());
   // A sweep's job runs one trial after another: progress goes to the current one.
-  auto on_progress = [this, campaign = trial.campaign_id(),
-                      node = trial.node()](const crest::v1::BenchmarkProgress& progress) {
-    absl::MutexLock lock(&mu_);
-    const std::string id = jobs_.TrialOn(node);
-    if (id.empty()) return;
-    runs_.at(campaign).progress[id] = progress;
-    notifier_.Changed(campaign);
-  };
+  auto on_progress =
+      [this, campaign = trial.campaign_id(),
+       place = PlaceKey(trial.node(), trial.slot())](const crest::v1::BenchmarkProgress& progress) {
+        absl::MutexLock lock(&mu_);
+        const std::string id = jobs_.TrialOn(place);
+        if (id.empty()) return;
+        runs_.at(campaign).progress[id] = progress;
+        notifier_.Changed(campaign);
+      };
   notifier_.Changed(trial.campaign_id());
   if (trial.rate_search()) {
     jobs_.StartSweep(
@@ -190,8 +192,8 @@ std::optional<Trial> CampaignManager::NextRateRun(JobTable::Job* job, Trial ende
         !SameServerConfig(plan.trials[0].parameters, previous.parameters())) {
       return std::nullopt;
     }
-    Trial next = StartedTrial(plan.trials[0], job->campaign, model.name(), job->node,
-                              run.next_trial++, Now());
+    Trial next = StartedTrial(plan.trials[0], job->campaign, model.name(),
+                              PlaceKey(job->node, job->slot), run.next_trial++, Now());
     Batch batch;
     batch.trials.push_back(next);
     if (!Persist(batch, job->campaign, absl::StrCat("trial ", next.id())).ok()) {

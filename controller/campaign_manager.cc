@@ -13,6 +13,7 @@
 #include "controller/campaign_report.h"
 #include "controller/campaign_view.h"
 #include "controller/kv_blocks.h"
+#include "controller/place.h"
 #include "controller/schedule_plan.h"
 #include "controller/spec_fill.h"
 #include "controller/spec_validator.h"
@@ -305,8 +306,9 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
   const int running = jobs_.Count(id, model.name());
   if (ms.done) return running == 0;
   const std::vector<crest::v1::AgentInfo> agents = registry_->List();
-  std::vector<std::string> nodes = FreeEligibleNodes(model, agents, [&](const std::string& node) {
-    return busy.count(node) != 0 || jobs_.Busy(node) || returning_.count(node) != 0 ||
+  std::vector<std::string> nodes = FreeEligibleNodes(model, agents, [&](const std::string& place) {
+    const std::string node = ParsePlace(place).node;
+    return busy.count(place) != 0 || jobs_.Busy(place) || returning_.count(node) != 0 ||
            resetting_.count(node) != 0;
   });
   const std::string key = absl::StrCat(id, "/", model.name());
@@ -315,13 +317,14 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
   // failure (a port taken, a broken card) leaves the model's other nodes to
   // try, within limits.max_retries.
   const std::map<std::string, std::string>& failed = probe_failed_on_[key];
-  std::erase_if(nodes, [&](const std::string& n) { return failed.count(n) != 0; });
+  std::erase_if(nodes, [&](const std::string& n) { return failed.count(ParsePlace(n).node) != 0; });
   if (NeedsBlockNum(spec.search()) && ms.npu_block_num == 0) {
     std::vector<std::string> eligible =
         FreeEligibleNodes(model, agents, [](const std::string&) { return false; });
-    const bool all_failed = !failed.empty() && !eligible.empty() &&
-                            std::all_of(eligible.begin(), eligible.end(),
-                                        [&](const std::string& n) { return failed.count(n) != 0; });
+    const bool all_failed =
+        !failed.empty() && !eligible.empty() &&
+        std::all_of(eligible.begin(), eligible.end(),
+                    [&](const std::string& n) { return failed.count(ParsePlace(n).node) != 0; });
     if (all_failed && running == 0) {
       std::vector<std::string> why;
       why.reserve(failed.size());

@@ -55,7 +55,7 @@ constexpr absl::Duration kRetryPutBack = absl::Seconds(2);
 void CampaignManager::ResetReturnedNodes() {
   for (auto it = returning_.begin(); it != returning_.end();) {
     const std::string node = it->first;
-    if (!registry_->IsReady(node) || jobs_.Busy(node) || clock_->Now() < it->second) {
+    if (!registry_->IsReady(node) || jobs_.NodeBusy(node) || clock_->Now() < it->second) {
       ++it;
       continue;
     }

@@ -32,9 +32,9 @@ class BrokenClient final : public AgentClient {
                                             CancelSignal*) override {
     return status_;
   }
-  absl::Status StopDaemon(absl::Duration) override { return status_; }
+  absl::Status StopDaemon(uint32_t, absl::Duration) override { return status_; }
   absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(
-      const crest::v1::BenchmarkSpec&, absl::Duration,
+      uint32_t, const crest::v1::BenchmarkSpec&, absl::Duration,
       const std::function<void(const crest::v1::BenchmarkProgress&)>&, CancelSignal*) override {
     return status_;
   }
@@ -99,15 +99,17 @@ absl::StatusOr<DaemonOutcome> GrpcAgentClient::StartDaemon(
   return absl::UnavailableError("StartDaemon stream ended without READY or FAILED");
 }
 
-absl::Status GrpcAgentClient::StopDaemon(absl::Duration timeout) {
+absl::Status GrpcAgentClient::StopDaemon(uint32_t slot, absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, timeout);
+  crest::v1::StopDaemonRequest request;
+  request.set_slot(slot);
   crest::v1::StopDaemonReply reply;
-  return FromGrpcStatus(stub_->StopDaemon(&ctx, {}, &reply));
+  return FromGrpcStatus(stub_->StopDaemon(&ctx, request, &reply));
 }
 
 absl::StatusOr<crest::v1::BenchmarkResult> GrpcAgentClient::RunBenchmark(
-    const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
+    uint32_t slot, const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
     const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
     CancelSignal* cancel) {
   grpc::ClientContext ctx;
@@ -115,6 +117,7 @@ absl::StatusOr<crest::v1::BenchmarkResult> GrpcAgentClient::RunBenchmark(
   ScopedCancelCallback on_cancel(cancel, [&ctx] { ctx.TryCancel(); });
   crest::v1::RunBenchmarkRequest request;
   *request.mutable_spec() = spec;
+  request.set_slot(slot);
   auto reader = stub_->RunBenchmark(&ctx, request);
   crest::v1::BenchmarkEvent event;
   std::optional<crest::v1::BenchmarkResult> result;

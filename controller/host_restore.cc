@@ -4,6 +4,10 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
+#include "controller/place.h"
+
 namespace crest::controller {
 
 std::vector<std::string> NodesToRestore(const StoredCampaign& campaign,
@@ -49,12 +53,18 @@ void HostRestorer::StopLeftDaemon(const std::string& node, std::function<void(bo
   auto stop = [this, node, done = std::move(done)] {
     auto agent = registry_->Get(node);
     absl::Status s = absl::UnavailableError("address unknown");
+    const uint32_t slots = agent ? SlotsOf(agent->slots()) : 1;
     if (agent && !agent->address().empty()) {
-      s = connector_->Connect(node, agent->address())->StopDaemon(call_timeout_);
+      // Every slot's: the node was lost with a job on one or more of them.
+      auto client = connector_->Connect(node, agent->address());
+      s = absl::OkStatus();
+      for (uint32_t slot = 0; slot < slots && s.ok(); ++slot) {
+        s = client->StopDaemon(slot, call_timeout_);
+      }
     }
     if (s.ok()) {
-      spdlog::info("daemon on {} stopped and its config.json put back (back after being lost)",
-                   node);
+      spdlog::info("daemon on {} stopped and its config.json put back{} (back after being lost)",
+                   node, slots > 1 ? absl::StrCat(", in each of its ", slots, " slots") : "");
     } else {
       spdlog::warn("could not stop the daemon on {} after it came back: {}", node, s.ToString());
     }

@@ -4,28 +4,29 @@
 
 namespace crest::controller {
 
-void JobTable::Start(const std::string& campaign, const std::string& node, const std::string& model,
+void JobTable::Start(const std::string& campaign, const Place& place, const std::string& model,
                      const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body) {
   auto job = std::make_unique<Job>();
   job->campaign = campaign;
-  job->node = node;
+  job->node = place.node;
+  job->slot = place.slot;
   job->model = model;
   job->trial_id = trial_id;
   Job* raw = job.get();
-  jobs_[node] = std::move(job);
+  jobs_[PlaceKey(place.node, place.slot)] = std::move(job);
   std::string address;
-  if (auto agent = registry_->Get(node)) address = agent->address();
+  if (auto agent = registry_->Get(place.node)) address = agent->address();
   raw->thread = std::thread([this, raw, address, body = std::move(body)] {
-    TrialRunner runner(connector_->Connect(raw->node, address), raw->node, registry_, call_timeout_,
-                       &raw->stop);
+    TrialRunner runner(connector_->Connect(raw->node, address), raw->node, raw->slot, registry_,
+                       call_timeout_, &raw->stop);
     body(raw, &runner);
   });
 }
 
-void JobTable::StartProbe(const std::string& campaign, const std::string& model,
-                          const std::string& node, crest::v1::CampaignSpec spec,
+void JobTable::StartProbe(const std::string& campaign, const std::string& model, const Place& place,
+                          crest::v1::CampaignSpec spec,
                           std::function<void(Job*, ProbeResult)> done) {
-  Start(campaign, node, model, "",
+  Start(campaign, place, model, "",
         [spec = std::move(spec), done = std::move(done)](Job* job, TrialRunner* runner) {
           done(job, runner->Probe(spec));
         });
@@ -35,10 +36,10 @@ void JobTable::StartTrial(crest::v1::CampaignSpec spec, crest::v1::Trial trial, 
                           std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
                           std::function<void(Job*, crest::v1::Trial)> done) {
   const std::string campaign = trial.campaign_id();
-  const std::string node = trial.node();
+  const Place place{trial.node(), trial.slot()};
   const std::string model = trial.model();
   const std::string id = trial.id();
-  Start(campaign, node, model, id,
+  Start(campaign, place, model, id,
         [spec = std::move(spec), trial = std::move(trial), tune_host,
          on_progress = std::move(on_progress),
          done = std::move(done)](Job* job, TrialRunner* runner) {
@@ -52,10 +53,10 @@ void JobTable::StartSweep(
     std::function<std::optional<crest::v1::Trial>(Job*, crest::v1::Trial)> next,
     std::function<void(Job*)> done) {
   const std::string campaign = first.campaign_id();
-  const std::string node = first.node();
+  const Place place{first.node(), first.slot()};
   const std::string model = first.model();
   const std::string id = first.id();
-  Start(campaign, node, model, id,
+  Start(campaign, place, model, id,
         [spec = std::move(spec), first = std::move(first), tune_host,
          on_progress = std::move(on_progress), next = std::move(next),
          done = std::move(done)](Job* job, TrialRunner* runner) {
@@ -65,8 +66,15 @@ void JobTable::StartSweep(
         });
 }
 
-std::string JobTable::TrialOn(const std::string& node) const {
-  auto it = jobs_.find(node);
+bool JobTable::NodeBusy(const std::string& node) const {
+  for (const auto& [key, job] : jobs_) {
+    if (job->node == node) return true;
+  }
+  return false;
+}
+
+std::string JobTable::TrialOn(const std::string& place_key) const {
+  auto it = jobs_.find(place_key);
   return it == jobs_.end() ? "" : it->second->trial_id;
 }
 
@@ -80,8 +88,8 @@ int JobTable::Count(const std::string& campaign, const std::string& model) const
 
 std::vector<RunningJob> JobTable::Of(const std::string& campaign) const {
   std::vector<RunningJob> out;
-  for (const auto& [node, job] : jobs_) {
-    if (job->campaign == campaign) out.push_back({node, job->model, job->trial_id});
+  for (const auto& [key, job] : jobs_) {
+    if (job->campaign == campaign) out.push_back({key, job->model, job->trial_id});
   }
   return out;
 }
@@ -93,8 +101,8 @@ void JobTable::Stop(const std::string& campaign, StopReason reason) {
 }
 
 void JobTable::StopLost(const std::function<bool(const std::string& node)>& ready) {
-  for (auto& [node, job] : jobs_) {
-    if (!job->finished && job->stop.reason() == StopReason::kNone && !ready(node)) {
+  for (auto& [key, job] : jobs_) {
+    if (!job->finished && job->stop.reason() == StopReason::kNone && !ready(job->node)) {
       job->stop.Stop(StopReason::kNodeLost);
     }
   }

@@ -1,9 +1,8 @@
-// The jobs running on nodes, a trial or an npuBlockNum probe each, at most
-// one per node across all campaigns, each on its own thread with a stop
-// signal and a TrialRunner over the node's agent. Not thread-safe: the
-// campaign manager guards it with its lock, and joins the threads it takes
-// out of it outside that lock. The threads report back through callbacks,
-// which take that lock themselves.
+// The jobs running on places (place.h: a daemon slot of a node), a trial or
+// an npuBlockNum probe each, at most one per place across all campaigns, each on its own thread
+// with a stop signal and a TrialRunner over the node's agent. Not thread-safe: the campaign manager
+// guards it with its lock, and joins the threads it takes out of it outside that lock. The threads
+// report back through callbacks, which take that lock themselves.
 #pragma once
 
 #include <functional>
@@ -19,6 +18,7 @@
 #include "controller/agent_client.h"
 #include "controller/agent_registry.h"
 #include "controller/campaign_view.h"
+#include "controller/place.h"
 #include "controller/trial_runner.h"
 #include "crest/v1/controller.pb.h"
 
@@ -29,6 +29,7 @@ class JobTable {
   struct Job {
     std::string campaign;
     std::string node;
+    uint32_t slot = 0;
     std::string model;
     std::string trial_id;  // empty for a probe
     JobStop stop;
@@ -41,8 +42,8 @@ class JobTable {
   JobTable(const JobTable&) = delete;
   JobTable& operator=(const JobTable&) = delete;
 
-  // Probes npuBlockNum on `node` (which must be free), then `done(job, result)`.
-  void StartProbe(const std::string& campaign, const std::string& model, const std::string& node,
+  // Probes npuBlockNum on `place` (which must be free), then `done(job, result)`.
+  void StartProbe(const std::string& campaign, const std::string& model, const Place& place,
                   crest::v1::CampaignSpec spec, std::function<void(Job*, ProbeResult)> done);
   // Runs `trial` on its node (which must be free), reporting benchmark
   // progress, then `done(job, trial as it ended)`.
@@ -58,9 +59,12 @@ class JobTable {
                   std::function<std::optional<crest::v1::Trial>(Job*, crest::v1::Trial)> next,
                   std::function<void(Job*)> done);
 
-  bool Busy(const std::string& node) const { return jobs_.count(node) != 0; }
-  // The trial the job on `node` runs now ("" for none or a probe).
-  std::string TrialOn(const std::string& node) const;
+  // Whether a job runs on the place named `place_key` (PlaceKey).
+  bool Busy(const std::string& place_key) const { return jobs_.count(place_key) != 0; }
+  // Whether a job runs on any slot of `node`.
+  bool NodeBusy(const std::string& node) const;
+  // The trial the job on `place_key` runs now ("" for none or a probe).
+  std::string TrialOn(const std::string& place_key) const;
   // The jobs of `campaign` (only those of `model`, when not empty).
   int Count(const std::string& campaign, const std::string& model = "") const;
   // The jobs of `campaign`, in node order.
@@ -79,13 +83,13 @@ class JobTable {
 
  private:
   // Runs `body(job, runner)` on a new thread as the job on `node`.
-  void Start(const std::string& campaign, const std::string& node, const std::string& model,
+  void Start(const std::string& campaign, const Place& place, const std::string& model,
              const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body);
 
   AgentRegistry* registry_;
   AgentConnector* connector_;
   absl::Duration call_timeout_;
-  std::map<std::string, std::unique_ptr<Job>> jobs_;  // by node
+  std::map<std::string, std::unique_ptr<Job>> jobs_;  // by PlaceKey
 };
 
 }  // namespace crest::controller

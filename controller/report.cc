@@ -159,6 +159,7 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
       const auto& r = t.result();
       jm["trials"].push_back({{"id", t.id()},
                               {"node", t.node()},
+                              {"slot", t.slot()},
                               {"maxBatchSize", p.max_batch_size()},
                               {"maxPrefillBatchSize", p.max_prefill_batch_size()},
                               {"supportSelectBatch", p.support_select_batch()},
@@ -285,7 +286,7 @@ std::string ReportToCsv(const crest::v1::CampaignReport& report) {
       "campaign,model,trial,node,status,calibration,attempt,repeat,maxBatchSize,"
       "maxPrefillBatchSize,supportSelectBatch,prefillTimeMsPerReq,decodeTimeMsPerReq,"
       "concurrency,npuBlockNum,GenerateSpeed,GenerateSpeedPerClient,FirstTokenTime,DecodeTime,"
-      "succeeded,failed,started,finished,reason\n";
+      "succeeded,failed,started,finished,reason,slot\n";
   for (const auto& m : report.models()) {
     for (const auto& t : m.trials()) {
       const auto& p = t.parameters();
@@ -293,7 +294,7 @@ std::string ReportToCsv(const crest::v1::CampaignReport& report) {
       absl::StrAppend(
           &out,
           absl::StrFormat(
-              "%s,%s,%s,%s,%s,%s,%d,%d,%d,%d,%s,%g,%g,%d,%d,%g,%g,%g,%g,%d,%d,%s,%s,%s\n",
+              "%s,%s,%s,%s,%s,%s,%d,%d,%d,%d,%s,%g,%g,%d,%d,%g,%g,%g,%g,%d,%d,%s,%s,%s,%d\n",
               CsvField(report.id()), CsvField(m.model()), CsvField(t.id()), CsvField(t.node()),
               TrialStatusName(t.status()), t.calibration() ? "true" : "false", t.attempt(),
               t.repeat(), p.max_batch_size(), p.max_prefill_batch_size(),
@@ -302,7 +303,7 @@ std::string ReportToCsv(const crest::v1::CampaignReport& report) {
               Round(r.generate_speed(), 4), Round(r.generate_speed_per_client(), 6),
               Round(r.first_token_time().average_ms(), 3), Round(r.decode_time().average_ms(), 3),
               r.succeeded(), r.failed(), FormatTimestamp(t.started()),
-              FormatTimestamp(t.finished()), CsvField(t.reason())));
+              FormatTimestamp(t.finished()), CsvField(t.reason()), t.slot()));
     }
   }
   return out;

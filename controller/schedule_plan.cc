@@ -7,19 +7,22 @@
 
 #include "controller/after_search.h"
 #include "controller/kv_blocks.h"
+#include "controller/place.h"
 #include "controller/spec_limits.h"
 #include "controller/trial_outcomes.h"
 
 namespace crest::controller {
 
 crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& campaign,
-                              const std::string& model, const std::string& node, int64_t number,
+                              const std::string& model, const std::string& place, int64_t number,
                               const google::protobuf::Timestamp& now) {
   crest::v1::Trial t;
   t.set_id(absl::StrCat(campaign, "-t", number));
   t.set_campaign_id(campaign);
   t.set_model(model);
-  t.set_node(node);
+  const Place where = ParsePlace(place);
+  t.set_node(where.node);
+  t.set_slot(where.slot);
   *t.mutable_parameters() = planned.parameters;
   t.set_status(crest::v1::TRIAL_RUNNING);
   t.set_attempt(planned.attempt);
@@ -157,20 +160,32 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
 std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
                                            const std::vector<crest::v1::AgentInfo>& agents,
                                            const std::function<bool(const std::string&)>& busy) {
-  std::vector<std::string> out;
+  std::vector<const crest::v1::AgentInfo*> nodes;
   auto usable = [&](const crest::v1::AgentInfo& a) {
-    return a.state() == crest::v1::AGENT_READY && !busy(a.node_name()) && Matches(model, a);
+    return a.state() == crest::v1::AGENT_READY && Matches(model, a);
   };
   if (!model.nodes().empty()) {
     for (const auto& name : model.nodes()) {
       for (const auto& a : agents) {
-        if (a.node_name() == name && usable(a)) out.push_back(name);
+        if (a.node_name() == name && usable(a)) nodes.push_back(&a);
       }
     }
-    return out;
+  } else {
+    for (const auto& a : agents) {
+      if (usable(a)) nodes.push_back(&a);
+    }
   }
-  for (const auto& a : agents) {
-    if (usable(a)) out.push_back(a.node_name());
+  // Every node's first slot before any node's second: a round spreads over
+  // the nodes first, where its points do not share a host.
+  std::vector<std::string> out;
+  uint32_t most = 0;
+  for (const auto* a : nodes) most = std::max(most, SlotsOf(a->slots()));
+  for (uint32_t slot = 0; slot < most; ++slot) {
+    for (const auto* a : nodes) {
+      if (slot >= SlotsOf(a->slots())) continue;
+      std::string place = PlaceKey(a->node_name(), slot);
+      if (!busy(place)) out.push_back(std::move(place));
+    }
   }
   return out;
 }
@@ -200,12 +215,12 @@ std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
     for (int pass = 0; pass < 2 && chosen.empty(); ++pass) {
       for (size_t i = 0; i < free_nodes.size() && chosen.empty(); ++i) {
         if (taken[i]) continue;
-        const bool measured = std::find(t.measured_on.begin(), t.measured_on.end(),
-                                        free_nodes[i]) != t.measured_on.end();
+        const std::string node = ParsePlace(free_nodes[i]).node;
+        const bool measured =
+            std::find(t.measured_on.begin(), t.measured_on.end(), node) != t.measured_on.end();
         if (pass == 0 && measured) continue;
         for (const auto& a : agents) {
-          if (a.node_name() == free_nodes[i] &&
-              RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
+          if (a.node_name() == node && RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
             taken[i] = true;
             chosen = free_nodes[i];
           }

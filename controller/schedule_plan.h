@@ -46,9 +46,9 @@ struct ModelPlan {
 };
 
 // The record of `planned` as it starts: trial `number` of `campaign` (id
-// "c1-t<number>"), running on `node` since `now`.
+// "c1-t<number>"), running on `place` (place.h: its node and slot) since `now`.
 crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& campaign,
-                              const std::string& model, const std::string& node, int64_t number,
+                              const std::string& model, const std::string& place, int64_t number,
                               const google::protobuf::Timestamp& now);
 
 // `state`: the model's recorded search state; `trials`: the campaign's;
@@ -59,8 +59,10 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
                     const SearchStrategy& strategy, int running, size_t free_nodes,
                     int probe_failures);
 
-// The nodes that may run a job of `model` now: ready, not `busy`, eligible
-// (Matches), in the order the model lists them, else in the agents' order.
+// The places (place.h) that may run a job of `model` now: the slots, not
+// `busy`, of ready, eligible (Matches) nodes, in the order the model lists the
+// nodes, else in the agents' order; every node's slot 0 first, then every
+// node's slot 1, and so on.
 std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
                                            const std::vector<crest::v1::AgentInfo>& agents,
                                            const std::function<bool(const std::string&)>& busy);

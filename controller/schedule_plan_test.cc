@@ -119,17 +119,23 @@ search: {range: [100, 400], initial: 100}
                   .trials.empty());
 }
 
-TEST(AssignNodes, ARepeatPrefersANodeThatHasNotMeasuredThePoint) {
-  auto spec = PlanSpec("name: p\nmodels: [{name: m}]\n");
-  std::vector<crest::v1::AgentInfo> agents(2);
-  agents[0].set_node_name("a");
-  agents[1].set_node_name("b");
+// The second run of maxBatchSize 500, whose first ran on node "a".
+PlannedTrial RepeatMeasuredOnA() {
   PlannedTrial repeat;
   repeat.parameters.set_max_batch_size(500);
   repeat.parameters.set_max_prefill_batch_size(250);
   repeat.parameters.set_concurrency(499);
   repeat.repeat = 1;
   repeat.measured_on = {"a"};
+  return repeat;
+}
+
+TEST(AssignNodes, ARepeatPrefersANodeThatHasNotMeasuredThePoint) {
+  auto spec = PlanSpec("name: p\nmodels: [{name: m}]\n");
+  std::vector<crest::v1::AgentInfo> agents(2);
+  agents[0].set_node_name("a");
+  agents[1].set_node_name("b");
+  const PlannedTrial repeat = RepeatMeasuredOnA();
   EXPECT_THAT(AssignNodes(spec, {repeat}, {"a", "b"}, agents), ElementsAre("b"));
   // Only the node that measured it is free: it runs there rather than wait.
   EXPECT_THAT(AssignNodes(spec, {repeat}, {"a"}, agents), ElementsAre("a"));
@@ -153,6 +159,42 @@ TEST(FreeEligibleNodes, ListedOrderElseAgentOrderSkippingBusyAndLost) {
   crest::v1::ModelSpec other;
   (*other.mutable_selector())["model"] = "n";
   EXPECT_TRUE(FreeEligibleNodes(other, agents, busy_b).empty());
+}
+
+TEST(FreeEligibleNodes, EveryNodesFirstSlotComesBeforeAnyNodesSecond) {
+  std::vector<crest::v1::AgentInfo> agents;
+  for (auto [name, slots] : {std::pair{"a", 3u}, std::pair{"b", 0u}, std::pair{"c", 2u}}) {
+    auto& a = agents.emplace_back();
+    a.set_node_name(name);
+    a.set_state(crest::v1::AGENT_READY);
+    a.set_slots(slots);  // 0: an agent from before slots, one
+  }
+  auto busy_c1 = [](const std::string& place) { return place == "c#1"; };
+  EXPECT_THAT(FreeEligibleNodes(crest::v1::ModelSpec{}, agents, busy_c1),
+              ElementsAre("a", "b", "c", "a#1", "a#2"));
+}
+
+TEST(AssignNodes, ARepeatPrefersAnotherNodeNotAnotherSlotOfTheSame) {
+  auto spec = PlanSpec("name: p\nmodels: [{name: m}]\n");
+  std::vector<crest::v1::AgentInfo> agents(2);
+  agents[0].set_node_name("a");
+  agents[0].set_slots(2);
+  agents[1].set_node_name("b");
+  const PlannedTrial repeat = RepeatMeasuredOnA();
+  EXPECT_THAT(AssignNodes(spec, {repeat}, {"a#1", "b"}, agents), ElementsAre("b"));
+  EXPECT_THAT(AssignNodes(spec, {repeat}, {"a#1"}, agents), ElementsAre("a#1"));
+}
+
+TEST(StartedTrial, NamesTheNodeAndTheSlotOfItsPlace) {
+  PlannedTrial planned;
+  google::protobuf::Timestamp now;
+  crest::v1::Trial t = StartedTrial(planned, "c1", "m", "node-7#3", 12, now);
+  EXPECT_EQ(t.id(), "c1-t12");
+  EXPECT_EQ(t.node(), "node-7");
+  EXPECT_EQ(t.slot(), 3u);
+  t = StartedTrial(planned, "c1", "m", "node-7", 13, now);
+  EXPECT_EQ(t.node(), "node-7");
+  EXPECT_EQ(t.slot(), 0u);
 }
 
 }  // namespace

@@ -150,7 +150,6 @@ limits: {start_timeout: soon}
   EXPECT_THAT(m, ::testing::IsSupersetOf(std::vector<::testing::Matcher<std::string>>{
                      HasSubstr("name: required"),
                      "spec.yaml:2: models[0]: give either nodes or selector, not both",
-                     "spec.yaml:5: models[0].parallel: parallel 3 exceeds the 1 nodes listed",
                      "spec.yaml:6: models[1].name: model 'a' is listed twice",
                      "spec.yaml:8: search.range: lo 900 is above hi 100",
                      AllOf(HasSubstr("spec.yaml:9: search.strategy: unknown strategy 'stpe'"),

@@ -87,10 +87,11 @@ Trial Ended(Trial trial, TrialStatus status, const std::string& reason) {
 
 }  // namespace
 
-TrialRunner::TrialRunner(std::shared_ptr<AgentClient> client, std::string node,
+TrialRunner::TrialRunner(std::shared_ptr<AgentClient> client, std::string node, uint32_t slot,
                          AgentRegistry* registry, absl::Duration call_timeout, JobStop* stop)
     : client_(std::move(client)),
       node_(std::move(node)),
+      slot_(slot),
       registry_(registry),
       call_timeout_(call_timeout),
       stop_(stop) {}
@@ -125,19 +126,21 @@ Trial TrialRunner::EndWithError(Trial trial, const absl::Status& status, const s
   if (outcome == crest::v1::TRIAL_FAILED) reason = absl::StrCat(what, ": ", reason);
   // A lost node is not waited for; everything else stops its daemon cleanly.
   if (outcome != crest::v1::TRIAL_INTERRUPTED || registry_->IsReady(node_)) {
-    client_->StopDaemon(call_timeout_).IgnoreError();
+    client_->StopDaemon(slot_, call_timeout_).IgnoreError();
   }
   return Ended(std::move(trial), outcome, reason);
 }
 
 ProbeResult TrialRunner::Probe(const crest::v1::CampaignSpec& spec) {
   ProbeResult probe;
-  auto outcome = client_->StartDaemon(StartRequest(spec), StartCallTimeout(spec), stop_->signal());
+  crest::v1::StartDaemonRequest start = StartRequest(spec);
+  start.set_slot(slot_);
+  auto outcome = client_->StartDaemon(start, StartCallTimeout(spec), stop_->signal());
   if (!outcome.ok()) {
     Classify(outcome.status(), &probe.reason);
     return probe;
   }
-  client_->StopDaemon(call_timeout_).IgnoreError();
+  client_->StopDaemon(slot_, call_timeout_).IgnoreError();
   if (outcome->ready && outcome->ready_event.npu_block_num() > 0) {
     probe.npu_block_num = outcome->ready_event.npu_block_num();
     return probe;
@@ -162,6 +165,7 @@ std::optional<Trial> TrialRunner::Prepare(const crest::v1::CampaignSpec& spec, T
     }
   }
   crest::v1::StartDaemonRequest start = StartRequest(spec);
+  start.set_slot(slot_);
   AddOverrides(trial->parameters(), &start);
   auto outcome = client_->StartDaemon(start, StartCallTimeout(spec), stop_->signal());
   if (!outcome.ok()) {
@@ -169,7 +173,7 @@ std::optional<Trial> TrialRunner::Prepare(const crest::v1::CampaignSpec& spec, T
   }
   if (!outcome->ready) {
     const auto& f = outcome->failed_event;
-    client_->StopDaemon(call_timeout_).IgnoreError();
+    client_->StopDaemon(slot_, call_timeout_).IgnoreError();
     if (stop_->signal()->cancelled()) {
       return EndWithError(std::move(*trial), absl::CancelledError("stopped"), "");
     }
@@ -188,10 +192,10 @@ Trial TrialRunner::Measure(
     const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress, bool keep_daemon) {
   trial.set_npu_block_num(block_num_);
   const double scale = registry_->options().time_scales.For(node_);
-  auto result = client_->RunBenchmark(BenchmarkFor(spec, trial, scale), BenchmarkCallTimeout(spec),
-                                      on_progress, stop_->signal());
+  auto result = client_->RunBenchmark(slot_, BenchmarkFor(spec, trial, scale),
+                                      BenchmarkCallTimeout(spec), on_progress, stop_->signal());
   if (!result.ok()) return EndWithError(std::move(trial), result.status(), "benchmark");
-  if (!keep_daemon) client_->StopDaemon(call_timeout_).IgnoreError();
+  if (!keep_daemon) client_->StopDaemon(slot_, call_timeout_).IgnoreError();
   if (stop_->signal()->cancelled()) {
     return EndWithError(std::move(trial), absl::CancelledError("stopped"), "");
   }
@@ -236,7 +240,7 @@ void TrialRunner::RunSweep(
   }
   // A lost node is not waited for: the controller stops what it left once
   // the node is heard from again.
-  if (registry_->IsReady(node_)) client_->StopDaemon(call_timeout_).IgnoreError();
+  if (registry_->IsReady(node_)) client_->StopDaemon(slot_, call_timeout_).IgnoreError();
 }
 
 }  // namespace crest::controller

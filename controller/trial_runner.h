@@ -62,8 +62,9 @@ class TrialRunner {
  public:
   // `registry` gives the node's liveness and labels, and learns when the node
   // turns out unreachable; `stop` is the job's (outlives the runner).
-  TrialRunner(std::shared_ptr<AgentClient> client, std::string node, AgentRegistry* registry,
-              absl::Duration call_timeout, JobStop* stop);
+  // `slot`: the node's daemon slot the runner drives (0 without slots).
+  TrialRunner(std::shared_ptr<AgentClient> client, std::string node, uint32_t slot,
+              AgentRegistry* registry, absl::Duration call_timeout, JobStop* stop);
 
   // Starts the daemon once at its defaults to read npuBlockNum, then stops it.
   ProbeResult Probe(const crest::v1::CampaignSpec& spec);
@@ -100,6 +101,7 @@ class TrialRunner {
 
   std::shared_ptr<AgentClient> client_;
   std::string node_;
+  uint32_t slot_ = 0;
   AgentRegistry* registry_;
   absl::Duration call_timeout_;
   JobStop* stop_;

@@ -30,7 +30,7 @@ class TrialRunnerTest : public ::testing::Test {
     t.set_model("m");
     t.set_node("a");
     *t.mutable_parameters() = SearchParametersAt(spec_, point);
-    TrialRunner runner(agent_, "a", &registry_, absl::Seconds(1), &stop_);
+    TrialRunner runner(agent_, "a", 0, &registry_, absl::Seconds(1), &stop_);
     return runner.Run(spec_, t, tune_host, nullptr);
   }
 
@@ -85,7 +85,7 @@ TEST(TrialRunnerTimeScaleTest, TheOperatorsScaleNotTheAgentsLabel) {
   t.set_node("a");
   *t.mutable_parameters() = SearchParametersAt(spec, 500);
   JobStop stop;
-  TrialRunner runner(agent, "a", &registry, absl::Seconds(1), &stop);
+  TrialRunner runner(agent, "a", 0, &registry, absl::Seconds(1), &stop);
   crest::v1::Trial done = runner.Run(spec, t, false, nullptr);
   ASSERT_EQ(done.status(), crest::v1::TRIAL_OK) << done.reason();
   EXPECT_DOUBLE_EQ(done.result().generate_speed(), 500.0 / 50);
@@ -137,7 +137,7 @@ TEST_F(TrialRunnerTest, TheStopReasonDecidesTheOutcome) {
 
 TEST_F(TrialRunnerTest, TheProbeReadsNpuBlockNumAndStopsTheDaemon) {
   agent_->SetBlockNum(4096);
-  TrialRunner runner(agent_, "a", &registry_, absl::Seconds(1), &stop_);
+  TrialRunner runner(agent_, "a", 0, &registry_, absl::Seconds(1), &stop_);
   ProbeResult probe = runner.Probe(spec_);
   EXPECT_EQ(probe.npu_block_num, 4096);
   EXPECT_FALSE(probe.daemon_failed);

@@ -96,7 +96,7 @@ grpc::ServerUnaryReactor* FakeNodeAgentService::StopDaemon(
     crest::v1::StopDaemonReply* reply) {
   if (absl::Status a = authz_->Check("StopDaemon", *ctx); !a.ok()) return Done(ctx, a);
   reply->set_was_running(node_->daemons_running() > 0);
-  return Done(ctx, node_->StopDaemon(kCallTimeout));
+  return Done(ctx, node_->StopDaemon(0, kCallTimeout));
 }
 
 grpc::ServerUnaryReactor* FakeNodeAgentService::GetDaemonStatus(
@@ -137,7 +137,7 @@ grpc::ServerWriteReactor<crest::v1::BenchmarkEvent>* FakeNodeAgentService::RunBe
           TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(absl::Now() - start));
       r->Push(e);
     }
-    auto result = node_->RunBenchmark(spec, kCallTimeout, nullptr, nullptr);
+    auto result = node_->RunBenchmark(0, spec, kCallTimeout, nullptr, nullptr);
     if (!result.ok()) return ToGrpcStatus(result.status());
     crest::v1::BenchmarkEvent e;
     *e.mutable_result() = std::move(*result);

@@ -74,6 +74,8 @@ class Bench {
                              static_cast<double>(r.generated_tokens), r.stats.preemptions};
   }
   double Truth(int64_t b) { return At(b).speed; }
+  // Model loading before a daemon is ready, at time scale 1 (the profile's).
+  double StartupSeconds() const { return c_.profile.startup_seconds; }
   // The true peak: a grid of ~60 points, then every point around the best.
   std::pair<int64_t, double> Peak() {
     const SearchSpace& s = c_.space;
@@ -125,6 +127,10 @@ class Bench {
 struct Play {
   size_t runs = 0;
   size_t rounds = 0;
+  // Wall-clock at time scale 1: a round takes a daemon start and its longest
+  // benchmark (its places run side by side); the campaign's npuBlockNum
+  // probe, one start, comes first.
+  double seconds = 0;
   int64_t found = 0;
   std::string trace;  // "point:throughput/preemptions" of every run, in order
 };
@@ -134,6 +140,7 @@ struct Play {
 Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
              size_t nodes, bool signal) {
   Play play;
+  play.seconds = bench.StartupSeconds();
   Outcomes finished;
   for (int guard = 0; guard < 200; ++guard) {
     auto d = strategy.Decide(space, finished, nodes);
@@ -149,6 +156,9 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
     }
     if (round.empty()) break;
     ++play.rounds;
+    double longest = 0;
+    for (int64_t p : round) longest = std::max(longest, bench.At(p).elapsed);
+    play.seconds += bench.StartupSeconds() + longest;
     if (nodes > 1) play.trace += " |";
     for (int64_t p : round) {
       size_t repeat = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
@@ -211,6 +221,10 @@ int main(int argc, char** argv) {
                  "nodes of the runs --trace prints (1, 2 or 4; '|' starts a round)");
   bool curves = false;
   app.add_flag("--curves", curves, "print each case's noise-free curve around its peak");
+  bool projection = false;
+  app.add_flag("--slots-projection", projection,
+               "instead of the table: each case's campaign wall-clock at time scale 1 with 1, 4, "
+               "8 and 32 places (1 server x 1 slot, 4 x 1, 1 x 8, 4 x 8)");
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
   auto share = crest::ShareDir();
   if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
@@ -288,6 +302,39 @@ int main(int argc, char** argv) {
                           s.max_points = 40;
                           return s;
                         }});
+  if (projection) {
+    std::printf(
+        "| case | strategy | places | rounds med/max | hours med/max | vs 1 place (or 4) | "
+        "found/peak med / worst |\n|---|---|---|---|---|---|---|\n");
+    for (const Case& c : cases) {
+      Bench bench(c);
+      const double peak = bench.Peak().second;
+      for (const auto& st : strategies) {
+        if (!st.signal) continue;
+        const SearchSpace space = st.adjust(c.space);
+        std::map<size_t, double> hours_median;
+        for (size_t places : {1, 4, 8, 32}) {
+          std::vector<double> rounds, hours, shares;
+          for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
+            Play p = PlayOut(*st.impl, space, bench, static_cast<uint64_t>(seed), places, true);
+            rounds.push_back(static_cast<double>(p.rounds));
+            hours.push_back(p.seconds / 3600);
+            shares.push_back(p.found > 0 ? bench.Truth(p.found) / peak : 0);
+          }
+          hours_median[places] = Quantile(hours, 0.5);
+          const size_t base = places == 8 ? 1 : places == 32 ? 4 : places;
+          std::printf(
+              "| %s mem %.0f out %d | %s | %zu | %.0f / %.0f | %.2f / %.2f | %.2f | %.2f%% / "
+              "%.2f%% |\n",
+              c.profile.name.c_str(), c.npu_mem, c.max_output, st.label.c_str(), places,
+              Quantile(rounds, 0.5), Quantile(rounds, 1), hours_median[places], Quantile(hours, 1),
+              hours_median[places] / hours_median[base], 100 * Quantile(shares, 0.5),
+              100 * Quantile(shares, 0));
+        }
+      }
+    }
+    return 0;
+  }
   std::vector<Row> rows(strategies.size());
   std::mutex mu;
   size_t next = 0;

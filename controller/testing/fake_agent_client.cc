@@ -147,7 +147,7 @@ absl::StatusOr<DaemonOutcome> FakeAgent::StartDaemon(const crest::v1::StartDaemo
   return out;
 }
 
-absl::Status FakeAgent::StopDaemon(absl::Duration) {
+absl::Status FakeAgent::StopDaemon(uint32_t /*slot*/, absl::Duration) {
   absl::MutexLock lock(&mu_);
   if (unreachable_) return Unreachable();
   daemons_ = 0;
@@ -155,7 +155,7 @@ absl::Status FakeAgent::StopDaemon(absl::Duration) {
 }
 
 absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
-    const crest::v1::BenchmarkSpec& spec, absl::Duration,
+    uint32_t /*slot*/, const crest::v1::BenchmarkSpec& spec, absl::Duration,
     const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
     CancelSignal* cancel) {
   bool cancelled = false;

@@ -63,9 +63,9 @@ class FakeAgent final : public AgentClient {
   absl::StatusOr<crest::v1::HostTuningReply> RestoreHostTuning(absl::Duration timeout) override;
   absl::StatusOr<DaemonOutcome> StartDaemon(const crest::v1::StartDaemonRequest& request,
                                             absl::Duration timeout, CancelSignal* cancel) override;
-  absl::Status StopDaemon(absl::Duration timeout) override;
+  absl::Status StopDaemon(uint32_t slot, absl::Duration timeout) override;
   absl::StatusOr<crest::v1::BenchmarkResult> RunBenchmark(
-      const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
+      uint32_t slot, const crest::v1::BenchmarkSpec& spec, absl::Duration timeout,
       const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
       CancelSignal* cancel) override;
 

@@ -51,8 +51,7 @@ std::string CampaignFixture::StartAgentWith(const std::string& name, const std::
   auto cert = ca_->Issue(name);
   EXPECT_TRUE(cert.ok());
   std::string root = dir_.File(name);
-  crest::agent::testing::FakeSysfsSpec sysfs;
-  crest::agent::testing::WriteFakeSysfs(root + "/sys", sysfs);
+  crest::agent::testing::WriteFakeSysfs(root + "/sys", options.sysfs);
   std::string config = root + "/agent.yaml";
   std::string sim_args;
   for (const std::string& a : options.sim_args) {
@@ -61,7 +60,7 @@ std::string CampaignFixture::StartAgentWith(const std::string& name, const std::
   EXPECT_TRUE(WriteFileAtomically(
                   config, absl::StrCat("sim: {model: ", model, ", time_scale: ", options.time_scale,
                                        ", seed: 7, args: [", sim_args,
-                                       "]}\nlabels: {model: ", model, "}\n"))
+                                       "]}\nlabels: {model: ", model, "}\n", options.extra_yaml))
                   .ok());
   std::vector<std::string> argv;
   if (!options.wrapper.empty()) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/testing/fake_sysfs.h"
 #include "common/testing/test_ca.h"
 #include "tests/e2e/e2e_harness.h"
 
@@ -29,6 +30,8 @@ struct AgentOptions {
   std::vector<std::string> extra_args;     // extra crest-agent flags
   std::string wrapper;                     // run the agent under this program (e.g. prlimit)
   std::vector<std::string> wrapper_args;
+  std::string extra_yaml;                      // appended to its agent.yaml (e.g. "slots: 4\n")
+  crest::agent::testing::FakeSysfsSpec sysfs;  // its fake host
 };
 
 // What a host looks like to its operator: the settings an agent may change.
