@@ -47,7 +47,7 @@ TEST_P(UsageTest, HelpPrintsUsageAndExitsZero) {
 
 INSTANTIATE_TEST_SUITE_P(Binaries, UsageTest,
                          ::testing::Values("crest-controller", "crest-agent", "crest",
-                                           "crest-bench", "mindie-sim"),
+                                           "crest-bench", "mindie-sim", "npu-smi-sim"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
