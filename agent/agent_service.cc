@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
 #include "common/grpc_status.h"
@@ -131,9 +130,8 @@ grpc::ServerUnaryReactor* AgentService::GetDaemonStatus(
     crest::v1::DaemonStatus* reply) {
   if (absl::Status a = authz_->Check("GetDaemonStatus", *ctx); !a.ok()) return Refuse(ctx, a);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (request->slot() >= agent_->slot_count()) {
-    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "slot ", request->slot(), ": this node has ", agent_->slot_count(), " slot(s)"))));
+  if (absl::Status slot = agent_->CheckSlot(request->slot()); !slot.ok()) {
+    reactor->Finish(ToGrpcStatus(slot));
     return reactor;
   }
   *reply = agent_->GetDaemonStatus(request->slot());

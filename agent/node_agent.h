@@ -67,6 +67,8 @@ class NodeAgent {
                            const std::atomic<bool>* cancel);
   absl::StatusOr<crest::v1::StopDaemonReply> StopDaemon(
       const crest::v1::StopDaemonRequest& request);
+  // INVALID_ARGUMENT naming the slots there are when `slot` is not one.
+  absl::Status CheckSlot(uint32_t slot) const { return FindSlot(slot).status(); }
   crest::v1::DaemonStatus GetDaemonStatus(uint32_t slot = 0) const;
   size_t slot_count() const { return slots_.size(); }
 

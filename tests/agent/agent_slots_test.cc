@@ -230,8 +230,9 @@ TEST_F(AgentSlotsTest, ASlotThatDoesNotExistIsRefusedNamingTheSlots) {
   crest::v1::GetDaemonStatusRequest req;
   req.set_slot(9);
   crest::v1::DaemonStatus status;
-  EXPECT_EQ(stub->GetDaemonStatus(&ctx, req, &status).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::Status refused = stub->GetDaemonStatus(&ctx, req, &status);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("slot 9: this node has 4 slots (0..3)"));
 }
 
 TEST_F(AgentSlotsTest, EverySlotIsPutBackAfterACrashOfTheAgent) {
