@@ -210,15 +210,12 @@ absl::Status NodeAgent::SetUpSlots() {
 }
 
 std::vector<uint32_t> NodeAgent::ClientCpus(const Topology& topology) const {
-  std::vector<uint32_t> used;
+  std::vector<uint32_t> daemons;
   for (const auto& slot : slots_) {
     std::vector<uint32_t> cpus = slot->supervisor->PinnedCpus();
-    used.insert(used.end(), cpus.begin(), cpus.end());
+    daemons.insert(daemons.end(), cpus.begin(), cpus.end());
   }
-  if (used.empty()) return {};
-  std::sort(used.begin(), used.end());
-  used.erase(std::unique(used.begin(), used.end()), used.end());
-  return topology.OnlineCpusExcept(used);
+  return LoadGeneratorCpus(topology, daemons);
 }
 
 void NodeAgent::SetDaemonListener(DaemonSupervisor::StateListener listener) {

@@ -102,7 +102,8 @@ class NodeAgent {
   std::vector<crest::v1::NpuDevice> ListNpus(std::string* note) const;
   // Each NPU's NUMA node, from `npu-smi info -t topo`'s CPU affinity.
   std::map<uint32_t, uint32_t> NpuNumaNodes(const Topology& topology) const;
-  // CPUs no slot's daemon is pinned to (the benchmark clients').
+  // CPUs no slot's daemon is pinned to (the benchmark clients'):
+  // LoadGeneratorCpus over every slot's daemon.
   std::vector<uint32_t> ClientCpus(const Topology& topology) const;
 
   const NodeAgentOptions options_;

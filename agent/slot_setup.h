@@ -30,7 +30,8 @@ std::string SlotStateDir(const std::string& state_dir, uint32_t index);
 // One SlotRuntime per slot of `plan`; with `config.slots` set, writes every
 // working copy (from the original config.json, the backup a crashed agent
 // left if any) with the slot's npuDeviceIds, worldSize and three free ports.
-// Without, the lone slot of before. Nothing is written on error.
+// Without, the lone slot of before. No copy is written until every one is
+// ready (ports picked, edits applied).
 absl::StatusOr<std::vector<SlotRuntime>> PrepareSlots(const AgentConfig& config,
                                                       const SlotPlan& plan,
                                                       const std::string& state_dir);

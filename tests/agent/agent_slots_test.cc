@@ -76,21 +76,30 @@ class AgentSlotsTest : public ::testing::Test {
     return info;
   }
 
-  // Starts slot `slot`'s daemon and returns the last event's status.
+  // Runs `req` to its end: the call's status and the READY event, if any.
+  static std::pair<grpc::Status, std::optional<crest::v1::DaemonReady>> Start(
+      crest::v1::NodeAgent::Stub& stub, const crest::v1::StartDaemonRequest& req) {
+    grpc::ClientContext ctx;
+    Deadline(ctx, 60);
+    auto reader = stub.StartDaemon(&ctx, req);
+    crest::v1::DaemonEvent e;
+    std::optional<crest::v1::DaemonReady> ready;
+    while (reader->Read(&e)) {
+      if (e.has_ready()) ready = e.ready();
+    }
+    return {reader->Finish(), ready};
+  }
+
+  // Starts slot `slot`'s daemon (maxBatchSize 100 + slot) and returns the
+  // call's status.
   static grpc::Status StartSlot(crest::v1::NodeAgent::Stub& stub, uint32_t slot) {
     crest::v1::StartDaemonRequest req;
     req.set_slot(slot);
     req.add_overrides()->set_key("maxBatchSize");
     req.mutable_overrides(0)->set_int_value(100 + static_cast<int64_t>(slot));
-    grpc::ClientContext ctx;
-    Deadline(ctx, 60);
-    auto reader = stub.StartDaemon(&ctx, req);
-    crest::v1::DaemonEvent e;
-    bool ready = false;
-    while (reader->Read(&e)) ready |= e.has_ready();
-    grpc::Status s = reader->Finish();
-    if (s.ok() && !ready) return {grpc::StatusCode::INTERNAL, "no READY event"};
-    return s;
+    auto [status, ready] = Start(stub, req);
+    if (status.ok() && !ready) return {grpc::StatusCode::INTERNAL, "no READY event"};
+    return status;
   }
 
   static crest::v1::DaemonStatus Status(crest::v1::NodeAgent::Stub& stub, uint32_t slot) {
@@ -292,15 +301,8 @@ TEST_F(AgentSlotsTest, OddNumaPinningPinsASlotsDaemonToItsShare) {
 
   crest::v1::StartDaemonRequest req;
   req.mutable_pinning()->set_mode(crest::v1::PINNING_ODD_NUMA);
-  grpc::ClientContext ctx;
-  Deadline(ctx, 60);
-  auto reader = stub->StartDaemon(&ctx, req);
-  crest::v1::DaemonEvent e;
-  std::optional<crest::v1::DaemonReady> ready;
-  while (reader->Read(&e)) {
-    if (e.has_ready()) ready = e.ready();
-  }
-  ASSERT_TRUE(reader->Finish().ok());
+  auto [status, ready] = Start(*stub, req);
+  ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_TRUE(ready.has_value());
   auto allowed = ReadAllowedCpus(ready->pid());
   ASSERT_TRUE(allowed.ok()) << allowed.status();
