@@ -309,8 +309,15 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
   std::vector<std::string> nodes = FreeEligibleNodes(model, agents, [&](const std::string& place) {
     const std::string node = ParsePlace(place).node;
     return busy.count(place) != 0 || jobs_.Busy(place) || returning_.count(node) != 0 ||
-           resetting_.count(node) != 0;
+           resetting_.count(node) != 0 || jobs_.NodeHeldWhole(node) ||
+           (model.exclusive() && jobs_.NodeBusy(node));
   });
+  // An exclusive model takes a whole node per job: one place of each.
+  if (model.exclusive()) {
+    std::set<std::string> seen;
+    std::erase_if(nodes,
+                  [&](const std::string& p) { return !seen.insert(ParsePlace(p).node).second; });
+  }
   const std::string key = absl::StrCat(id, "/", model.name());
   // A daemon that cannot start at its own defaults on a node will not start
   // there for a search: that node sits out the model's search. One node's

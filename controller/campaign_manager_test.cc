@@ -141,6 +141,78 @@ search: {repeats: 2}
   EXPECT_EQ(report->models(1).best().parameters().max_batch_size(), 600);
 }
 
+TEST_F(ManagerTest, ParallelCountsTheSlotsOfOneNode) {
+  auto a = AddAgent("a", "m", /*slots=*/4);
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: slots
+models: [{name: m, parallel: 4}]
+search: {strategy: grid, range: [100, 800], step: 100}
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitHeld(*a, 4));
+  EXPECT_EQ(a->daemons_running(), 4);
+  a->HoldBenchmarks(false);
+  a->ReleaseBenchmarks();
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  std::set<uint32_t> slots;
+  for (const auto& t : Trials(c->id())) slots.insert(t.slot());
+  EXPECT_THAT(slots, ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(Trials(c->id()).size(), 8u);
+}
+
+// An exclusive model's daemon starts only on a node where nothing runs, and
+// nothing starts beside it: here a shared campaign fills the node's four
+// slots first, and the exclusive one (points from 1000 up, so the fake's
+// record tells them apart) waits for all four to end, though each that ends
+// frees a slot.
+TEST_F(ManagerTest, AnExclusiveModelHasItsNodeAlone) {
+  auto a = AddAgent("a", "m", /*slots=*/4);
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto shared = manager_->Create(Spec(R"(name: shared
+models: [{name: m, parallel: 4}]
+search: {strategy: grid, range: [100, 400], step: 100}
+)"));
+  CREST_ASSERT_OK(shared);
+  ASSERT_TRUE(WaitHeld(*a, 4));
+  auto alone = manager_->Create(Spec(R"(name: alone
+models: [{name: m, parallel: 4, exclusive: true}]
+search: {strategy: grid, range: [1000, 1300], step: 100}
+)"));
+  CREST_ASSERT_OK(alone);
+  for (int ended = 1; ended <= 3; ++ended) {
+    a->ReleaseOneBenchmark();
+    ASSERT_TRUE(WaitFor(shared->id(), [&](const crest::v1::Campaign&) {
+      int done = 0;
+      for (const auto& t : Trials(shared->id())) done += t.status() == crest::v1::TRIAL_OK;
+      return done == ended;
+    }));
+  }
+  a->HoldBenchmarks(false);
+  a->ReleaseBenchmarks();
+  ASSERT_TRUE(WaitForState(shared->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  ASSERT_TRUE(WaitForState(alone->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_EQ(Trials(alone->id()).size(), 4u);
+  const auto starts = a->starts();
+  const auto running = a->running_at_starts();
+  ASSERT_EQ(starts.size(), running.size());
+  int exclusive_starts = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t batch = 0;
+    for (const auto& o : starts[i].overrides()) {
+      if (o.key() == "maxBatchSize") batch = o.int_value();
+    }
+    if (batch >= 1000) {
+      ++exclusive_starts;
+      EXPECT_THAT(running[i], ::testing::IsEmpty()) << "start " << i << " at " << batch;
+    } else {
+      EXPECT_THAT(running[i], ::testing::Each(::testing::Lt(1000))) << "start " << i;
+    }
+  }
+  EXPECT_EQ(exclusive_starts, 4);
+}
+
 TEST_F(ManagerTest, LostAgentMidTrialIsRetriedElsewhereNeverCountedTwice) {
   auto a = AddAgent("a");
   auto b = AddAgent("b");

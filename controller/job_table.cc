@@ -4,9 +4,13 @@
 
 namespace crest::controller {
 
-void JobTable::Start(const std::string& campaign, const Place& place, const std::string& model,
-                     const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body) {
+void JobTable::Start(const crest::v1::CampaignSpec& spec, const std::string& campaign,
+                     const Place& place, const std::string& model, const std::string& trial_id,
+                     std::function<void(Job*, TrialRunner*)> body) {
   auto job = std::make_unique<Job>();
+  for (const auto& m : spec.models()) {
+    if (m.name() == model) job->exclusive = m.exclusive();
+  }
   job->campaign = campaign;
   job->node = place.node;
   job->slot = place.slot;
@@ -26,8 +30,8 @@ void JobTable::Start(const std::string& campaign, const Place& place, const std:
 void JobTable::StartProbe(const std::string& campaign, const std::string& model, const Place& place,
                           crest::v1::CampaignSpec spec,
                           std::function<void(Job*, ProbeResult)> done) {
-  Start(campaign, place, model, "",
-        [spec = std::move(spec), done = std::move(done)](Job* job, TrialRunner* runner) {
+  Start(spec, campaign, place, model, "",
+        [spec, done = std::move(done)](Job* job, TrialRunner* runner) {
           done(job, runner->Probe(spec));
         });
 }
@@ -39,9 +43,8 @@ void JobTable::StartTrial(crest::v1::CampaignSpec spec, crest::v1::Trial trial, 
   const Place place{trial.node(), trial.slot()};
   const std::string model = trial.model();
   const std::string id = trial.id();
-  Start(campaign, place, model, id,
-        [spec = std::move(spec), trial = std::move(trial), tune_host,
-         on_progress = std::move(on_progress),
+  Start(spec, campaign, place, model, id,
+        [spec, trial = std::move(trial), tune_host, on_progress = std::move(on_progress),
          done = std::move(done)](Job* job, TrialRunner* runner) {
           done(job, runner->Run(spec, trial, tune_host, on_progress));
         });
@@ -56,10 +59,9 @@ void JobTable::StartSweep(
   const Place place{first.node(), first.slot()};
   const std::string model = first.model();
   const std::string id = first.id();
-  Start(campaign, place, model, id,
-        [spec = std::move(spec), first = std::move(first), tune_host,
-         on_progress = std::move(on_progress), next = std::move(next),
-         done = std::move(done)](Job* job, TrialRunner* runner) {
+  Start(spec, campaign, place, model, id,
+        [spec, first = std::move(first), tune_host, on_progress = std::move(on_progress),
+         next = std::move(next), done = std::move(done)](Job* job, TrialRunner* runner) {
           runner->RunSweep(spec, first, tune_host, on_progress,
                            [&](crest::v1::Trial ended) { return next(job, std::move(ended)); });
           done(job);
@@ -69,6 +71,13 @@ void JobTable::StartSweep(
 bool JobTable::NodeBusy(const std::string& node) const {
   for (const auto& [key, job] : jobs_) {
     if (job->node == node) return true;
+  }
+  return false;
+}
+
+bool JobTable::NodeHeldWhole(const std::string& node) const {
+  for (const auto& [key, job] : jobs_) {
+    if (job->node == node && job->exclusive) return true;
   }
   return false;
 }

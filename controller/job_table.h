@@ -31,7 +31,8 @@ class JobTable {
     std::string node;
     uint32_t slot = 0;
     std::string model;
-    std::string trial_id;  // empty for a probe
+    std::string trial_id;    // empty for a probe
+    bool exclusive = false;  // its model's `exclusive`: it has the node alone
     JobStop stop;
     bool finished = false;  // its outcome is recorded; the thread is ending
     std::thread thread;
@@ -63,6 +64,8 @@ class JobTable {
   bool Busy(const std::string& place_key) const { return jobs_.count(place_key) != 0; }
   // Whether a job runs on any slot of `node`.
   bool NodeBusy(const std::string& node) const;
+  // Whether the job of an `exclusive` model runs on `node`: nothing else may start there.
+  bool NodeHeldWhole(const std::string& node) const;
   // The trial the job on `place_key` runs now ("" for none or a probe).
   std::string TrialOn(const std::string& place_key) const;
   // The jobs of `campaign` (only those of `model`, when not empty).
@@ -82,9 +85,10 @@ class JobTable {
   static void Join(std::vector<std::unique_ptr<Job>> jobs);
 
  private:
-  // Runs `body(job, runner)` on a new thread as the job on `node`.
-  void Start(const std::string& campaign, const Place& place, const std::string& model,
-             const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body);
+  // Runs `body(job, runner)` on a new thread as the job on `place`.
+  void Start(const crest::v1::CampaignSpec& spec, const std::string& campaign, const Place& place,
+             const std::string& model, const std::string& trial_id,
+             std::function<void(Job*, TrialRunner*)> body);
 
   AgentRegistry* registry_;
   AgentConnector* connector_;

@@ -37,7 +37,8 @@ class Walker : public SpecYamlWalker {
     for (size_t i = 0; i < node.size(); ++i) {
       std::string path = absl::StrCat("models[", i, "]");
       auto* m = spec->add_models();
-      Map(node[i], path, {"name", "profile", "model_path", "nodes", "selector", "parallel"},
+      Map(node[i], path,
+          {"name", "profile", "model_path", "nodes", "selector", "parallel", "exclusive"},
           [&](const std::string& key, const YAML::Node& v, const std::string& p) {
             if (key == "name") {
               String(v, p, m->mutable_name(), "a model name");
@@ -71,7 +72,10 @@ class Walker : public SpecYamlWalker {
               }
             } else if (key == "parallel") {
               UInt<uint32_t>(
-                  v, p, 1, 1024, [m](uint32_t x) { m->set_parallel(x); }, "a node count");
+                  v, p, 1, 1024, [m](uint32_t x) { m->set_parallel(x); }, "a slot count");
+            } else if (key == "exclusive") {
+              bool b = false;
+              if (Bool(v, p, &b)) m->set_exclusive(b);
             }
           });
     }

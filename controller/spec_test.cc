@@ -25,6 +25,7 @@ models:
   - name: LLaMa3-8B
     nodes: [node-1, node-2]
     parallel: 2
+    exclusive: true
   - name: Qwen2-7B
     selector: {model: Qwen2-7B}
 search:
@@ -61,6 +62,8 @@ TEST(SpecParser, ParsesEveryKey) {
   EXPECT_EQ(s.models(0).parallel(), 2u);
   EXPECT_EQ(s.models(1).selector().at("model"), "Qwen2-7B");
   EXPECT_EQ(s.models(1).parallel(), 1u);  // default
+  EXPECT_TRUE(s.models(0).exclusive());
+  EXPECT_FALSE(s.models(1).exclusive());  // default
   EXPECT_FALSE(s.search().range_auto());
   EXPECT_EQ(s.search().range_lo(), 100);
   EXPECT_EQ(s.search().range_hi(), 900);
@@ -133,7 +136,7 @@ TEST(SpecParser, ListsEveryProblemAtOnce) {
     nodes: [n1]
     selector: {x: y}
     parallel: 3
-  - name: a
+  - {name: a, exclusive: alone}
 search:
   range: [900, 100]
   strategy: stpe
@@ -151,6 +154,7 @@ limits: {start_timeout: soon}
                      HasSubstr("name: required"),
                      "spec.yaml:2: models[0]: give either nodes or selector, not both",
                      "spec.yaml:6: models[1].name: model 'a' is listed twice",
+                     "spec.yaml:6: models[1].exclusive: expected true or false",
                      "spec.yaml:8: search.range: lo 900 is above hi 100",
                      AllOf(HasSubstr("spec.yaml:9: search.strategy: unknown strategy 'stpe'"),
                            HasSubstr("did you mean 'step'?")),

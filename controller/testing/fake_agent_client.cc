@@ -45,6 +45,10 @@ void FakeAgent::ReleaseBenchmarks() {
   absl::MutexLock lock(&mu_);
   ++release_generation_;
 }
+void FakeAgent::ReleaseOneBenchmark() {
+  absl::MutexLock lock(&mu_);
+  ++single_releases_;
+}
 int FakeAgent::benchmarks_started() const {
   absl::MutexLock lock(&mu_);
   return benchmarks_started_;
@@ -61,7 +65,7 @@ bool FakeAgent::AwaitHeld(int n, absl::Duration timeout) const {
 bool FakeAgent::AwaitPutBack(int n, absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   auto put_back = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return tunings_restored_ >= n && daemons_ == 0;
+    return tunings_restored_ >= n && daemons_.empty();
   };
   return mu_.AwaitWithTimeout(absl::Condition(&put_back), timeout);
 }
@@ -82,7 +86,15 @@ int FakeAgent::tunings_restored() const {
 }
 int FakeAgent::daemons_running() const {
   absl::MutexLock lock(&mu_);
-  return daemons_;
+  return static_cast<int>(daemons_.size());
+}
+int FakeAgent::peak_daemons() const {
+  absl::MutexLock lock(&mu_);
+  return peak_daemons_;
+}
+std::vector<std::vector<int64_t>> FakeAgent::running_at_starts() const {
+  absl::MutexLock lock(&mu_);
+  return running_at_starts_;
 }
 std::vector<crest::v1::StartDaemonRequest> FakeAgent::starts() const {
   absl::MutexLock lock(&mu_);
@@ -138,24 +150,26 @@ absl::StatusOr<DaemonOutcome> FakeAgent::StartDaemon(const crest::v1::StartDaemo
     out.failed_event.set_reason("out of memory allocating the KV cache");
     return out;
   }
-  daemons_ = 1;
-  running_batch_ = batch;
-  running_select_batch_ = select_batch;
-  ++pid_;
+  std::vector<int64_t>& running = running_at_starts_.emplace_back();
+  for (const auto& [slot, daemon] : daemons_) {
+    if (slot != request.slot()) running.push_back(daemon.batch);
+  }
+  daemons_[request.slot()] = {batch, select_batch, ++pid_};
+  peak_daemons_ = std::max(peak_daemons_, static_cast<int>(daemons_.size()));
   out.ready = true;
   out.ready_event.set_npu_block_num(blocks_);
   return out;
 }
 
-absl::Status FakeAgent::StopDaemon(uint32_t /*slot*/, absl::Duration) {
+absl::Status FakeAgent::StopDaemon(uint32_t slot, absl::Duration) {
   absl::MutexLock lock(&mu_);
   if (unreachable_) return Unreachable();
-  daemons_ = 0;
+  daemons_.erase(slot);
   return absl::OkStatus();
 }
 
 absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
-    uint32_t /*slot*/, const crest::v1::BenchmarkSpec& spec, absl::Duration,
+    uint32_t slot, const crest::v1::BenchmarkSpec& spec, absl::Duration,
     const std::function<void(const crest::v1::BenchmarkProgress&)>& on_progress,
     CancelSignal* cancel) {
   bool cancelled = false;
@@ -171,9 +185,10 @@ absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
   if (hold_) {
     ++held_;
     auto released = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return cancelled || unreachable_ || release_generation_ != generation;
+      return cancelled || unreachable_ || release_generation_ != generation || single_releases_ > 0;
     };
     mu_.Await(absl::Condition(&released));
+    if (!cancelled && !unreachable_ && release_generation_ == generation) --single_releases_;
     --held_;
   }
   if (cancelled) return absl::CancelledError("benchmark cancelled");
@@ -187,19 +202,20 @@ absl::StatusOr<crest::v1::BenchmarkResult> FakeAgent::RunBenchmark(
     mu_.Lock();
   }
   crest::v1::BenchmarkResult r;
-  double speed = curve_(running_batch_) * (running_select_batch_ ? select_batch_factor_ : 1);
+  const Daemon daemon = daemons_.count(slot) != 0 ? daemons_.at(slot) : Daemon{};
+  double speed = curve_(daemon.batch) * (daemon.select_batch ? select_batch_factor_ : 1);
   if (spec.request_rate() > 0) speed = std::min(speed, spec.request_rate() * tokens_per_request_);
   r.set_generate_speed(speed);
   r.set_qps(speed / tokens_per_request_);
-  r.set_daemon_pid(pid_);
+  r.set_daemon_pid(daemon.pid);
   r.set_concurrency(spec.concurrency());
   r.set_generate_speed_per_client(spec.concurrency() > 0 ? speed / spec.concurrency() : 0);
   r.mutable_first_token_time()->set_average_ms(first_token_ms_);
   r.mutable_decode_time()->set_average_ms(decode_ms_);
   r.set_succeeded(spec.request_count() > 0 ? spec.request_count() : 10);
   if (daemon_dies_) {
-    r.set_daemon_gone(absl::StrCat("the daemon (pid ", pid_, ") exited (code 134)"));
-    daemons_ = 0;
+    r.set_daemon_gone(absl::StrCat("the daemon (pid ", daemon.pid, ") exited (code 134)"));
+    daemons_.erase(slot);
   }
   return r;
 }

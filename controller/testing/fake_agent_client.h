@@ -40,6 +40,8 @@ class FakeAgent final : public AgentClient {
   // ones blocked now finish), cancellation or unreachability.
   void HoldBenchmarks(bool hold);
   void ReleaseBenchmarks();
+  // Lets one of the benchmarks blocked now (or the next to block) finish.
+  void ReleaseOneBenchmark();
 
   // --- observations ---
   int benchmarks_started() const;
@@ -53,6 +55,11 @@ class FakeAgent final : public AgentClient {
   int tunings_applied() const;
   int tunings_restored() const;
   int daemons_running() const;
+  // The most daemons that ran at once (one per slot).
+  int peak_daemons() const;
+  // For each daemon start, the maxBatchSize of the daemons running then in
+  // the other slots.
+  std::vector<std::vector<int64_t>> running_at_starts() const;
   std::vector<crest::v1::StartDaemonRequest> starts() const;
   std::vector<crest::v1::BenchmarkSpec> benchmarks() const;
 
@@ -85,13 +92,20 @@ class FakeAgent final : public AgentClient {
   bool daemon_dies_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
   int release_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int single_releases_ ABSL_GUARDED_BY(mu_) = 0;
   int held_ ABSL_GUARDED_BY(mu_) = 0;
   int benchmarks_started_ ABSL_GUARDED_BY(mu_) = 0;
   int tunings_applied_ ABSL_GUARDED_BY(mu_) = 0;
   int tunings_restored_ ABSL_GUARDED_BY(mu_) = 0;
-  int daemons_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t running_batch_ ABSL_GUARDED_BY(mu_) = 0;
-  bool running_select_batch_ ABSL_GUARDED_BY(mu_) = false;
+  // The daemon running in each slot.
+  struct Daemon {
+    int64_t batch = 0;
+    bool select_batch = false;
+    int32_t pid = 0;
+  };
+  std::map<uint32_t, Daemon> daemons_ ABSL_GUARDED_BY(mu_);
+  int peak_daemons_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::vector<int64_t>> running_at_starts_ ABSL_GUARDED_BY(mu_);
   double select_batch_factor_ ABSL_GUARDED_BY(mu_) = 1;
   double tokens_per_request_ ABSL_GUARDED_BY(mu_) = 100;
   int32_t pid_ ABSL_GUARDED_BY(mu_) = 1000;

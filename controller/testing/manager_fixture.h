@@ -71,10 +71,13 @@ class ManagerFixture : public ::testing::Test {
     store_.reset();
   }
 
-  std::shared_ptr<FakeAgent> AddAgent(const std::string& name, const std::string& model = "m") {
+  // An agent labelled model=`model`, running `slots` daemon slots (0: an agent without slots).
+  std::shared_ptr<FakeAgent> AddAgent(const std::string& name, const std::string& model = "m",
+                                      uint32_t slots = 0) {
     auto agent = connector_.agent(name) ? connector_.agent(name) : connector_.Add(name);
     crest::v1::RegisterAgentRequest r;
     r.set_node_name(name);
+    r.set_slots(slots);
     r.set_advertise_address("127.0.0.1:1");
     (*r.mutable_labels())["model"] = model;
     EXPECT_TRUE(registry_->Register(r).ok());
