@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -276,10 +277,21 @@ std::vector<std::string> AgentRegistry::CheckLiveness() {
   return lost;
 }
 
-void AgentRegistry::SetRunningTrial(const std::string& name, const std::string& trial_id) {
+void AgentRegistry::SetRunningTrial(const std::string& name, uint32_t slot,
+                                    const std::string& trial_id) {
   absl::MutexLock lock(&mu_);
   auto it = agents_.find(name);
-  if (it != agents_.end()) it->second.info.set_running_trial(trial_id);
+  if (it == agents_.end()) return;
+  Entry& e = it->second;
+  if (trial_id.empty()) {
+    e.running.erase(slot);
+  } else {
+    e.running[slot] = trial_id;
+  }
+  std::vector<std::string> trials;
+  trials.reserve(e.running.size());
+  for (const auto& [s, trial] : e.running) trials.push_back(trial);
+  e.info.set_running_trial(absl::StrJoin(trials, ","));
 }
 
 std::vector<crest::v1::AgentInfo> AgentRegistry::List() const {

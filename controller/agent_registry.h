@@ -68,7 +68,9 @@ class AgentRegistry {
   void MarkLost(const std::string& name, const std::string& why);
   // Marks lost every ready agent silent for too long; returns the names.
   std::vector<std::string> CheckLiveness();
-  void SetRunningTrial(const std::string& name, const std::string& trial_id);
+  // The trial running in `slot` of the node (empty: none); AgentInfo.running_trial
+  // lists those of every slot.
+  void SetRunningTrial(const std::string& name, uint32_t slot, const std::string& trial_id);
 
   std::vector<crest::v1::AgentInfo> List() const;
   std::optional<crest::v1::AgentInfo> Get(const std::string& name) const;
@@ -89,6 +91,7 @@ class AgentRegistry {
   struct Entry {
     crest::v1::AgentInfo info;
     absl::Time last_seen;
+    std::map<uint32_t, std::string> running;  // slot -> trial
   };
   void Changed();
   void Lost(const std::vector<std::string>& names);

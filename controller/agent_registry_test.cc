@@ -94,8 +94,14 @@ TEST(AgentRegistry, StaticAgentsAreLostUntilSeen) {
   EXPECT_EQ(registry.Get("s")->benchmark_limits(0).max(), 500);
   registry.MarkLost("s", "unreachable");
   EXPECT_FALSE(registry.IsReady("s"));
-  registry.SetRunningTrial("s", "c1-t1");
+  registry.SetRunningTrial("s", 0, "c1-t1");
   EXPECT_EQ(registry.Get("s")->running_trial(), "c1-t1");
+  // Each slot's trial, in slot order; one ending leaves the others.
+  registry.SetRunningTrial("s", 2, "c1-t3");
+  registry.SetRunningTrial("s", 1, "c1-t2");
+  EXPECT_EQ(registry.Get("s")->running_trial(), "c1-t1,c1-t2,c1-t3");
+  registry.SetRunningTrial("s", 0, "");
+  EXPECT_EQ(registry.Get("s")->running_trial(), "c1-t2,c1-t3");
 }
 
 TEST(AgentRegistry, RestoredAgentsMustBeHeardFromAgain) {

@@ -75,7 +75,7 @@ void CampaignManager::LaunchTrial(Run& run, Trial trial) {
                trial.campaign_id(), trial.model(), trial.id(), trial.parameters().max_batch_size(),
                trial.repeat(), trial.attempt(), trial.calibration() ? ", calibration" : "",
                PlaceKey(trial.node(), trial.slot()));
-  registry_->SetRunningTrial(trial.node(), trial.id());
+  registry_->SetRunningTrial(trial.node(), trial.slot(), trial.id());
   // A sweep's job runs one trial after another: progress goes to the current one.
   auto on_progress =
       [this, campaign = trial.campaign_id(),
@@ -129,7 +129,7 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
 }
 
 void CampaignManager::FinishTrial(JobTable::Job* job, Trial trial) {
-  registry_->SetRunningTrial(job->node, "");
+  registry_->SetRunningTrial(job->node, job->slot, "");
   absl::MutexLock lock(&mu_);
   RecordEnded(job, std::move(trial));
   job->finished = true;
@@ -201,7 +201,7 @@ std::optional<Trial> CampaignManager::NextRateRun(JobTable::Job* job, Trial ende
     }
     run.stored.trials.push_back(next);
     job->trial_id = next.id();
-    registry_->SetRunningTrial(job->node, next.id());
+    registry_->SetRunningTrial(job->node, job->slot, next.id());
     spdlog::info(
         "campaign {} model {}: trial {} maxBatchSize {} at {} requests/s on {} (same daemon)",
         job->campaign, model.name(), next.id(), next.parameters().max_batch_size(),
@@ -213,7 +213,7 @@ std::optional<Trial> CampaignManager::NextRateRun(JobTable::Job* job, Trial ende
 }
 
 void CampaignManager::FinishSweep(JobTable::Job* job) {
-  registry_->SetRunningTrial(job->node, "");
+  registry_->SetRunningTrial(job->node, job->slot, "");
   absl::MutexLock lock(&mu_);
   job->finished = true;
   wake_ = true;

@@ -231,8 +231,16 @@ void CampaignManager::UpdateCampaignMetrics() {
 }
 
 Campaign CampaignManager::View(const Run& run) const {
-  return CampaignView(run.stored, *run.strategy, jobs_.Of(run.stored.campaign.id()), run.progress,
-                      writer_.error().ok() ? "" : writer_.Refusal().message());
+  Campaign c = CampaignView(run.stored, *run.strategy, jobs_.Of(run.stored.campaign.id()),
+                            run.progress, writer_.error().ok() ? "" : writer_.Refusal().message());
+  for (auto& mp : *c.mutable_models()) {
+    auto drain = draining_.find(absl::StrCat(c.id(), "/", mp.model()));
+    if (drain != draining_.end() && !mp.done() && jobs_.Count(c.id(), mp.model()) == 0) {
+      mp.set_activity(absl::StrCat("exclusive: waiting for node ", drain->second,
+                                   " to drain (no new job starts there meanwhile)"));
+    }
+  }
+  return c;
 }
 
 void CampaignManager::Loop() {
@@ -267,6 +275,13 @@ void CampaignManager::SchedulePass() {
   // A job on a node that got lost is stopped; its trial gets re-run elsewhere.
   jobs_.StopLost([this](const std::string& node) { return registry_->IsReady(node); });
   ResetReturnedNodes();
+  // A drain ends with its model's search or its campaign.
+  std::erase_if(draining_, [&](const auto& entry) {
+    const std::string campaign = entry.first.substr(0, entry.first.find('/'));
+    auto it = runs_.find(campaign);
+    return it == runs_.end() || IsFinal(it->second.stored.campaign.state()) ||
+           it->second.finishing || it->second.stored.campaign.cancel_requested();
+  });
   for (const auto& id : order_) {
     if (!writer_.error().ok()) return;  // nothing new until a restart
     Run& run = runs_.at(id);
@@ -304,21 +319,49 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
   const std::string& id = run.stored.campaign.id();
   const ModelState& ms = run.stored.models[model.name()];
   const int running = jobs_.Count(id, model.name());
-  if (ms.done) return running == 0;
+  const std::string key = absl::StrCat(id, "/", model.name());
+  if (ms.done) {
+    draining_.erase(key);
+    return running == 0;
+  }
   const std::vector<crest::v1::AgentInfo> agents = registry_->List();
+  auto unavailable = [&](const std::string& node) {
+    if (returning_.count(node) != 0 || resetting_.count(node) != 0 || jobs_.NodeHeldWhole(node)) {
+      return true;
+    }
+    for (const auto& [waiting, drained] : draining_) {
+      if (drained == node && waiting != key) return true;
+    }
+    return false;
+  };
   std::vector<std::string> nodes = FreeEligibleNodes(model, agents, [&](const std::string& place) {
     const std::string node = ParsePlace(place).node;
-    return busy.count(place) != 0 || jobs_.Busy(place) || returning_.count(node) != 0 ||
-           resetting_.count(node) != 0 || jobs_.NodeHeldWhole(node) ||
+    return busy.count(place) != 0 || jobs_.Busy(place) || unavailable(node) ||
            (model.exclusive() && jobs_.NodeBusy(node));
   });
-  // An exclusive model takes a whole node per job: one place of each.
   if (model.exclusive()) {
+    // A whole node per job: one place of each.
     std::set<std::string> seen;
     std::erase_if(nodes,
                   [&](const std::string& p) { return !seen.insert(ParsePlace(p).node).second; });
+    if (nodes.empty() && running == 0 && draining_.count(key) == 0) {
+      // Nothing runs and no node is free of jobs: drain the first eligible
+      // node, and keep it until the model's search ends, so that another
+      // model does not take it between two of this model's jobs.
+      for (const auto& place :
+           FreeEligibleNodes(model, agents, [](const std::string&) { return false; })) {
+        const std::string node = ParsePlace(place).node;
+        if (unavailable(node)) continue;
+        draining_[key] = node;
+        notifier_.Changed(id);
+        spdlog::info(
+            "campaign {} model {}: exclusive: waiting for node {} to drain; no new job "
+            "starts there meanwhile",
+            id, model.name(), node);
+        break;
+      }
+    }
   }
-  const std::string key = absl::StrCat(id, "/", model.name());
   // A daemon that cannot start at its own defaults on a node will not start
   // there for a search: that node sits out the model's search. One node's
   // failure (a port taken, a broken card) leaves the model's other nodes to

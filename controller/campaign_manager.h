@@ -162,6 +162,10 @@ class CampaignManager {
   // reconnect back-off, to connect again).
   std::map<std::string, absl::Time> returning_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> resetting_ ABSL_GUARDED_BY(mu_);  // being put back now
+  // "campaign/model" of an exclusive model that found no node free of jobs ->
+  // the node it drains: no other job starts there until that model's search
+  // ends, so busy neighbours cannot keep it waiting forever (ScheduleModel).
+  std::map<std::string, std::string> draining_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool persistence_error_reported_ ABSL_GUARDED_BY(mu_) = false;

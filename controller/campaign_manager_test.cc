@@ -24,6 +24,13 @@ using ::testing::HasSubstr;
 
 class ManagerTest : public ManagerFixture {};
 
+int64_t MaxBatchSizeOf(const crest::v1::StartDaemonRequest& start) {
+  for (const auto& o : start.overrides()) {
+    if (o.key() == "maxBatchSize") return o.int_value();
+  }
+  return 0;
+}
+
 TEST_F(ManagerTest, RunsThePracticeSearchEndToEnd) {
   auto a = AddAgent("a");
   a->SetCurve(PracticeCurve);
@@ -199,10 +206,7 @@ search: {strategy: grid, range: [1000, 1300], step: 100}
   ASSERT_EQ(starts.size(), running.size());
   int exclusive_starts = 0;
   for (size_t i = 0; i < starts.size(); ++i) {
-    int64_t batch = 0;
-    for (const auto& o : starts[i].overrides()) {
-      if (o.key() == "maxBatchSize") batch = o.int_value();
-    }
+    const int64_t batch = MaxBatchSizeOf(starts[i]);
     if (batch >= 1000) {
       ++exclusive_starts;
       EXPECT_THAT(running[i], ::testing::IsEmpty()) << "start " << i << " at " << batch;
@@ -211,6 +215,46 @@ search: {strategy: grid, range: [1000, 1300], step: 100}
     }
   }
   EXPECT_EQ(exclusive_starts, 4);
+}
+
+// A busy shared campaign does not keep an exclusive model waiting until it
+// ends: the exclusive model drains a node (no new job starts there), takes it
+// once its jobs end, and the shared campaign goes on afterwards.
+TEST_F(ManagerTest, AnExclusiveModelDrainsABusyNodeRatherThanWaitForItsCampaignsToEnd) {
+  auto a = AddAgent("a", "m", /*slots=*/4);
+  a->HoldBenchmarks(true);
+  CREST_ASSERT_OK(manager_->Start());
+  auto shared = manager_->Create(Spec(R"(name: shared
+models: [{name: m, parallel: 4}]
+search: {strategy: grid, range: [10, 160], step: 10}
+)"));
+  CREST_ASSERT_OK(shared);
+  ASSERT_TRUE(WaitHeld(*a, 4));
+  auto alone = manager_->Create(Spec(R"(name: alone
+models: [{name: m, exclusive: true}]
+search: {strategy: grid, range: [1000, 1000], step: 100}
+)"));
+  CREST_ASSERT_OK(alone);
+  ASSERT_TRUE(WaitFor(alone->id(), [](const crest::v1::Campaign& c) {
+    return c.models(0).activity() ==
+           "exclusive: waiting for node a to drain (no new job starts there meanwhile)";
+  }));
+  for (int ended = 1; ended <= 4; ++ended) a->ReleaseOneBenchmark();
+  // Next come the exclusive model's npuBlockNum probe (at the daemon's
+  // defaults) and its point, each alone on the node, before any more of the
+  // shared campaign's points.
+  ASSERT_TRUE(a->AwaitNthHeld(5, kWait));
+  const auto starts = a->starts();
+  ASSERT_EQ(starts.size(), 7u);  // the shared probe and points, then these two
+  EXPECT_EQ(MaxBatchSizeOf(starts[5]), 0);
+  EXPECT_EQ(MaxBatchSizeOf(starts[6]), 1000);
+  EXPECT_THAT(a->running_at_starts()[5], ::testing::IsEmpty());
+  EXPECT_THAT(a->running_at_starts()[6], ::testing::IsEmpty());
+  a->HoldBenchmarks(false);
+  a->ReleaseBenchmarks();
+  ASSERT_TRUE(WaitForState(alone->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  ASSERT_TRUE(WaitForState(shared->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_EQ(Trials(shared->id()).size(), 16u);
 }
 
 TEST_F(ManagerTest, LostAgentMidTrialIsRetriedElsewhereNeverCountedTwice) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 #include "common/file_util.h"
@@ -230,12 +231,21 @@ rate_search: {factor: 2, max_runs: 5, concurrency: 1000}
   const auto& r = m["rate_search"];
   EXPECT_TRUE(r["done"].get<bool>()) << r.dump(2);
   ASSERT_EQ(r["curve"].size(), rates.size());
-  EXPECT_THAT(r["reason"].get<std::string>(), HasSubstr("stopped rising")) << m.dump(1);
+  // On a machine whose CPUs other work takes (ctest -j), crest-bench can
+  // fall behind its send schedule at the higher rates: the trust check then
+  // flags that run client_bound and the rate search ends there, which is
+  // the right end too (trial_trust.h). Otherwise it ends when the rate
+  // stops rising.
+  const std::string reason = r["reason"].get<std::string>();
+  const bool client_bound = absl::StrContains(reason, "was flagged (client_bound)");
+  EXPECT_TRUE(client_bound || absl::StrContains(reason, "stopped rising")) << m.dump(1);
   const auto& curve = r["curve"];
-  EXPECT_TRUE(curve[curve.size() - 2]["rises"].get<bool>() || curve.size() == 2) << r.dump(2);
-  EXPECT_FALSE(curve.back()["rises"].get<bool>());
-  EXPECT_DOUBLE_EQ(r["bestRate"].get<double>(),
-                   curve[curve.size() - 2]["requestRate"].get<double>());
+  if (!client_bound) {
+    EXPECT_TRUE(curve[curve.size() - 2]["rises"].get<bool>() || curve.size() == 2) << r.dump(2);
+    EXPECT_FALSE(curve.back()["rises"].get<bool>());
+    EXPECT_DOUBLE_EQ(r["bestRate"].get<double>(),
+                     curve[curve.size() - 2]["requestRate"].get<double>());
+  }
   for (const auto& p : curve) EXPECT_EQ(p["daemonPid"].get<int>(), rate_pids.front());
   CommandResult table = Cli({"campaign", "report", "c1", "--format", "table"});
   EXPECT_THAT(table.output, HasSubstr("rate search at maxBatchSize"));
