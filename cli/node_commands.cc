@@ -34,6 +34,7 @@ struct NodeFlags {
   std::string tls_server_name;
   std::string output = "text";
   double timeout_s = 0;  // 0: the command's default
+  uint32_t slot = 0;     // the daemon slot addressed (agent `slots:`)
 };
 
 struct StartFlags {
@@ -134,6 +135,13 @@ void AddCommon(CLI::App* cmd, NodeFlags* f) {
   cmd->add_option("--timeout", f->timeout_s, "Deadline of the call in seconds");
 }
 
+// For the commands on one daemon: which of the agent's slots.
+void AddSlot(CLI::App* cmd, NodeFlags* f) {
+  cmd->add_option("--slot", f->slot,
+                  "The daemon slot (`crest node info` lists them; 0 on an agent without slots)")
+      ->capture_default_str();
+}
+
 void PrintHost(const crest::v1::HostState& h) {
   auto support = [](crest::v1::SettingSupport s) {
     return s == crest::v1::SETTING_UNSUPPORTED ? " (unsupported)" : "";
@@ -167,6 +175,16 @@ int Info(const NodeFlags& f) {
   for (const auto& d : info.npus()) {
     std::cout << "npu " << d.id() << ":    " << d.name() << " " << d.health() << " HBM "
               << d.hbm_used_mib() << "/" << d.hbm_total_mib() << " MiB\n";
+  }
+  for (const auto& slot : info.slots()) {
+    std::cout << "slot " << slot.index() << ":   npus " << absl::StrJoin(slot.npus(), ",")
+              << ", cpus " << (slot.cpu_list().empty() ? "not pinned" : slot.cpu_list())
+              << ", port " << slot.port() << ", daemon "
+              << crest::v1::DaemonState_Name(slot.daemon().state()) << "\n";
+  }
+  if (info.slots_size() > 0) {
+    std::cout << "slot cpu: " << info.slot_cpu_rule()
+              << (info.slot_cpu_note().empty() ? "" : " (" + info.slot_cpu_note() + ")") << "\n";
   }
   PrintHost(info.host());
   for (const auto& [k, v] : info.labels()) std::cout << "label:    " << k << "=" << v << "\n";
@@ -262,6 +280,7 @@ absl::StatusOr<crest::v1::PinningPolicy> ParsePin(const std::string& pin) {
 
 int Start(const NodeFlags& f, const StartFlags& sf) {
   crest::v1::StartDaemonRequest req;
+  req.set_slot(f.slot);
   for (const std::string& set : sf.sets) {
     auto o = ParseSet(set);
     if (!o.ok()) return Fail(std::string(o.status().message()));
@@ -337,6 +356,7 @@ int Stop(const NodeFlags& f, double grace_s) {
   auto stub = Connect(f);
   if (!stub.ok()) return Fail(std::string(stub.status().message()));
   crest::v1::StopDaemonRequest req;
+  req.set_slot(f.slot);
   if (grace_s > 0) {
     *req.mutable_grace() = TimeUtil::NanosecondsToDuration(static_cast<int64_t>(grace_s * 1e9));
   }
@@ -361,8 +381,10 @@ int Status(const NodeFlags& f) {
   if (!stub.ok()) return Fail(std::string(stub.status().message()));
   grpc::ClientContext ctx;
   SetDeadline(ctx, f, 10);
+  crest::v1::GetDaemonStatusRequest req;
+  req.set_slot(f.slot);
   crest::v1::DaemonStatus reply;
-  grpc::Status s = (*stub)->GetDaemonStatus(&ctx, {}, &reply);
+  grpc::Status s = (*stub)->GetDaemonStatus(&ctx, req, &reply);
   if (!s.ok()) return Fail(GrpcError("node status", s, f.agent));
   if (f.output == "json") {
     std::cout << ToJson(reply);
@@ -449,6 +471,7 @@ int Bench(const NodeFlags& f, const BenchCliFlags& b) {
   auto stub = Connect(f);
   if (!stub.ok()) return Fail(std::string(stub.status().message()));
   crest::v1::RunBenchmarkRequest req;
+  req.set_slot(f.slot);
   *req.mutable_spec() = *spec;
   grpc::ClientContext ctx;
   SetDeadline(ctx, f, 3600);
@@ -512,6 +535,7 @@ void AddNodeCommands(CLI::App& crest, Action* action) {
   CLI::App* start =
       group->add_subcommand("start", "Start the daemon with ScheduleConfig overrides");
   AddCommon(start, flags.get());
+  AddSlot(start, flags.get());
   start->add_option("--set", sf->sets,
                     "ScheduleConfig KEY=VALUE (repeatable), e.g. maxBatchSize=400");
   start->add_option("--pin", sf->pin, "odd-numa | none | CPU list (e.g. 24-47,72-95)")
@@ -525,18 +549,21 @@ void AddNodeCommands(CLI::App& crest, Action* action) {
   auto grace = std::make_shared<double>(0);
   CLI::App* stop = group->add_subcommand("stop", "Stop the daemon (SIGTERM, grace, SIGKILL)");
   AddCommon(stop, flags.get());
+  AddSlot(stop, flags.get());
   stop->add_option("--grace", *grace, "Seconds between SIGTERM and SIGKILL (default: agent's)");
   stop->callback(
       [action, flags, grace] { *action = [flags, grace] { return Stop(*flags, *grace); }; });
 
   CLI::App* status = group->add_subcommand("status", "The daemon's state");
   AddCommon(status, flags.get());
+  AddSlot(status, flags.get());
   status->callback([action, flags] { *action = [flags] { return Status(*flags); }; });
 
   auto b = std::make_shared<BenchCliFlags>();
   CLI::App* bench =
       group->add_subcommand("bench", "Run crest-bench on the node against its daemon");
   AddCommon(bench, flags.get());
+  AddSlot(bench, flags.get());
   bench->add_option("--Concurrency,--concurrency", b->concurrency, "Requests in flight at most")
       ->capture_default_str();
   bench->add_option("--RequestRate,--request-rate", b->request_rate,

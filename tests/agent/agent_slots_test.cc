@@ -23,6 +23,7 @@
 #include "common/cpu_list.h"
 #include "common/file_util.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/test_paths.h"
 #include "common/tls.h"
 #include "crest/v1/agent.grpc.pb.h"
 #include "tests/agent/agent_test_util.h"
@@ -307,6 +308,50 @@ TEST_F(AgentSlotsTest, OddNumaPinningPinsASlotsDaemonToItsShare) {
   auto allowed = ReadAllowedCpus(ready->pid());
   ASSERT_TRUE(allowed.ok()) << allowed.status();
   EXPECT_THAT(*allowed, ::testing::ElementsAre(1));
+  EXPECT_EQ((*agent)->Terminate(), 0);
+}
+
+// The operator's CLI addresses a slot with --slot on the four commands that
+// act on one daemon, and `crest node info` lists the slots.
+TEST_F(AgentSlotsTest, TheCliAddressesASlot) {
+  auto agent = StartAgent();
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto crest = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {::crest::testing::BinDir() + "/crest", "node"});
+    args.insert(args.begin() + 3, {"--agent", (*agent)->address(), "--insecure"});
+    SpawnOptions options;
+    options.argv = std::move(args);
+    auto out = RunCommand(options, absl::Seconds(60));
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? std::make_pair(out->exit.code, out->output) : std::make_pair(-1, "");
+  };
+  auto [started, start_out] = crest({"start", "--slot", "2", "--set", "maxBatchSize=77"});
+  ASSERT_EQ(started, 0) << start_out;
+  EXPECT_THAT(start_out, HasSubstr("maxBatchSize = 77"));
+  auto stub = Stub((*agent)->address());
+  const crest::v1::DaemonStatus two = Status(*stub, 2);
+  EXPECT_EQ(two.state(), crest::v1::DAEMON_READY);
+  EXPECT_NE(Status(*stub, 0).state(), crest::v1::DAEMON_READY);
+
+  auto [status_code, status_out] = crest({"status", "--slot", "2", "--output", "json"});
+  ASSERT_EQ(status_code, 0) << status_out;
+  EXPECT_THAT(status_out, HasSubstr(absl::StrCat("\"pid\": ", two.pid())));
+  auto [bench_code, bench_out] = crest(
+      {"bench", "--slot", "2", "--RequestCount", "8", "--MaxOutputLen", "8", "--output", "json"});
+  ASSERT_EQ(bench_code, 0) << bench_out;
+  EXPECT_THAT(bench_out, HasSubstr(absl::StrCat("\"daemonPid\": ", two.pid())));
+  auto [info_code, info_out] = crest({"info"});
+  ASSERT_EQ(info_code, 0) << info_out;
+  EXPECT_THAT(info_out, HasSubstr("slot 2:   npus 2, "));
+  EXPECT_THAT(info_out, HasSubstr("daemon DAEMON_READY"));
+
+  auto [missing_code, missing_out] = crest({"stop", "--slot", "7"});
+  EXPECT_NE(missing_code, 0);
+  EXPECT_THAT(missing_out, HasSubstr("slot 7: this node has 4 slots (0..3)"));
+  auto [stopped, stop_out] = crest({"stop", "--slot", "2"});
+  ASSERT_EQ(stopped, 0) << stop_out;
+  EXPECT_THAT(stop_out, HasSubstr("stopped (exit code"));
+  EXPECT_NE(Status(*stub, 2).state(), crest::v1::DAEMON_READY);
   EXPECT_EQ((*agent)->Terminate(), 0);
 }
 
