@@ -14,12 +14,19 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
   const int64_t hi = std::min(space.hi, r.past - 1);
   std::vector<double> raw;
   if (!r.below && r.past == std::numeric_limits<int64_t>::max()) {
-    // Nothing known: k points around the predicted knee.
+    // Nothing known: k points around the predicted knee, or over the window
+    // where it lies when the round is wide.
     const auto c = static_cast<double>(
         std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, space.hi));
-    for (size_t i = 0; i < k; ++i) {
-      raw.push_back(c *
-                    (1 + kSpread * (static_cast<double>(i) - (static_cast<double>(k) - 1) / 2)));
+    if (auto spacing = WideSpacing(k)) {
+      for (size_t i = 0; i < k; ++i) {
+        raw.push_back(c * (1 - kWideBelow + *spacing * static_cast<double>(i)));
+      }
+    } else {
+      for (size_t i = 0; i < k; ++i) {
+        raw.push_back(c *
+                      (1 + kSpread * (static_cast<double>(i) - (static_cast<double>(k) - 1) / 2)));
+      }
     }
   } else if (!r.below) {
     // Past the knee everywhere measured: step down, doubling.
@@ -52,7 +59,7 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
     for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(*r.below) + step * i);
   } else {
     const int64_t gap = r.past - *r.below;
-    if (gap <= Resolution(space, *r.below)) {
+    if (gap <= Resolution(space, *r.below, k)) {
       *why_done = absl::StrCat("knee between ", *r.below, " and ", r.past, " (", r.past_why, ")");
       return {};
     }

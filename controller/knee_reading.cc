@@ -77,8 +77,16 @@ Reading Read(const SearchSpace& space, const Outcomes& finished) {
   return r;
 }
 
-int64_t Resolution(const SearchSpace& space, int64_t at) {
-  return std::max<int64_t>(1, static_cast<int64_t>(std::floor(space.resolution * at)));
+std::optional<double> WideSpacing(size_t k) {
+  if (k < kWideRound) return std::nullopt;
+  return (kWideBelow + kWideAbove) / static_cast<double>(k - 1);
+}
+
+int64_t Resolution(const SearchSpace& space, int64_t at, size_t k) {
+  const double relative = std::max(space.resolution, WideSpacing(k).value_or(0));
+  // Rounding makes a wide round's neighbours up to one apart more.
+  return std::max<int64_t>(1, static_cast<int64_t>(std::floor(relative * static_cast<double>(at))) +
+                                  (WideSpacing(k) ? 1 : 0));
 }
 
 std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,

@@ -20,6 +20,22 @@ namespace crest::controller::knee {
 // Spacing of the first points around the predicted knee, relative.
 constexpr double kSpread = 0.04;
 
+// From this many places per round on, the search's first round is wide: its
+// points cover the window where the knee is expected, WideSpacing apart,
+// and a bracket that narrow counts as located. A round costs a daemon start
+// and a whole benchmark however many points it measures, so on a server of
+// eight slots one wide round beats three narrow ones (docs/search.md,
+// "Slots").
+constexpr size_t kWideRound = 8;
+// The window, relative to the predicted knee: the simulator's peaks lie
+// from 3% below the prediction to 20% above it, most within 6% above
+// (search-bench --verbose), since a peak may sit up a plateau past the knee.
+constexpr double kWideBelow = 0.04;
+constexpr double kWideAbove = 0.10;
+// The relative spacing of a wide first round of k points; nullopt when k
+// is below kWideRound.
+std::optional<double> WideSpacing(size_t k);
+
 // Runs at most of each of two points the noise cannot tell apart.
 constexpr size_t kMaxDecidingRuns = 2;
 
@@ -41,8 +57,9 @@ size_t Runs(const PointOutcome& o);
 double DecisionNoise(const SearchSpace& space, const Outcomes& finished);
 // Each point's side of the knee, the bracket, and why its upper end is past.
 Reading Read(const SearchSpace& space, const Outcomes& finished);
-// The bracket width at which the knee counts as located, near `at`.
-int64_t Resolution(const SearchSpace& space, int64_t at);
+// The bracket width at which the knee counts as located, near `at`, with
+// rounds of k points (a wide round's spacing, when that is coarser).
+int64_t Resolution(const SearchSpace& space, int64_t at, size_t k = 1);
 // Trusted ok points below the cap (infeasible / failed points), by point.
 std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
                                                              const Reading& r);

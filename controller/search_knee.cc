@@ -139,7 +139,10 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   // confirming round would cost a round and decide nothing the band sees.
   size_t repeats = 0;
   for (const auto& [point, o] : finished) repeats += o.runs > 1 ? o.runs - 1 : 0;
-  const bool confirmed = k > 1 && repeats >= k;
+  // A wide round (knee_reading.h) measured the knee's window at once: on
+  // the preemption signal its answer needs no round of repeats, which
+  // would cost as much as the whole search so far.
+  const bool confirmed = (k > 1 && repeats >= k) || (r.signal && knee::WideSpacing(k));
   if (best->runs < knee::kMaxDecidingRuns && !confirmed) {
     want(best->point);
     // Free nodes of the confirming round repeat the answer's rivals, the

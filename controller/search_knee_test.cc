@@ -446,6 +446,40 @@ TEST(KneeSearch, ARoundOfRepeatsEndsTheSearchOnSeveralNodes) {
   EXPECT_THAT(four.wanted, ::testing::Contains(575));
 }
 
+TEST(KneeSearch, EightPlacesMeasureTheKneesWindowInOneRound) {
+  // A wide round (eight places): eight points 2% apart from 4% below the
+  // guess to 10% above it bracket the knee to the round's spacing, and the
+  // preemptions settle the answer without a round of repeats.
+  KneeSearch search;
+  SearchSpace s = Reference();
+  s.knee_guess = 560;
+  Played p = Play(
+      search, s, [](int64_t b, size_t) { return WithSignal(b); }, 8);
+  EXPECT_EQ(p.rounds, 1u);
+  EXPECT_THAT(p.runs, ElementsAre(538, 549, 560, 571, 582, 594, 605, 616));
+  ASSERT_TRUE(p.answer.has_value());
+  EXPECT_EQ(p.answer->point, 571);
+  EXPECT_EQ(p.answer->runs, 1u);
+  EXPECT_THAT(p.reason, HasSubstr("knee between 571 and 582"));
+  // Seven places make a narrow round: 4% apart, more rounds to the knee.
+  Played seven = Play(
+      search, s, [](int64_t b, size_t) { return WithSignal(b); }, 7);
+  EXPECT_GT(seven.rounds, 1u);
+}
+
+TEST(KneeSearch, AKneeBelowTheWideWindowTakesAnotherRound) {
+  // The guess 6% above the knee: every point of the window is past it, so
+  // the next round steps down, and the answer still lies at the knee.
+  KneeSearch search;
+  Played p = Play(
+      search, Reference(), [](int64_t b, size_t) { return WithSignal(b); }, 8);
+  EXPECT_EQ(p.runs.front(), 584);
+  EXPECT_GT(p.rounds, 1u);
+  ASSERT_TRUE(p.answer.has_value());
+  EXPECT_LE(p.answer->point, kKnee);
+  EXPECT_GE(p.answer->point, kKnee - 12);
+}
+
 TEST(KneeSearch, StopsAtMaxTrials) {
   KneeSearch search;
   SearchSpace s = Reference();

@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   app.add_flag("--trace", trace, "print every run of each seed (1 node) and the point found");
   size_t trace_nodes = 1;
   app.add_option("--trace-nodes", trace_nodes,
-                 "nodes of the runs --trace prints (1, 2 or 4; '|' starts a round)");
+                 "nodes (places) of the runs --trace prints ('|' starts a round)");
   bool curves = false;
   app.add_flag("--curves", curves, "print each case's noise-free curve around its peak");
   bool projection = false;
@@ -306,6 +306,9 @@ int main(int argc, char** argv) {
     std::printf(
         "| case | strategy | places | rounds med/max | hours med/max | vs 1 place (or 4) | "
         "found/peak med / worst |\n|---|---|---|---|---|---|---|\n");
+    // Per strategy and place count, over every case: the ratio of the
+    // median hours to the base's, and every seed's found/peak.
+    std::map<std::pair<std::string, size_t>, std::vector<double>> ratios, all_shares;
     for (const Case& c : cases) {
       Bench bench(c);
       const double peak = bench.Peak().second;
@@ -323,8 +326,11 @@ int main(int argc, char** argv) {
           }
           hours_median[places] = Quantile(hours, 0.5);
           const size_t base = places == 8 ? 1 : places == 32 ? 4 : places;
+          ratios[{st.label, places}].push_back(hours_median[places] / hours_median[base]);
+          auto& pooled = all_shares[{st.label, places}];
+          pooled.insert(pooled.end(), shares.begin(), shares.end());
           std::printf(
-              "| %s mem %.0f out %d | %s | %zu | %.0f / %.0f | %.2f / %.2f | %.2f | %.2f%% / "
+              "| %s mem %.0f out %d | %s | %zu | %.0f / %.0f | %.3f / %.3f | %.3f | %.2f%% / "
               "%.2f%% |\n",
               c.profile.name.c_str(), c.npu_mem, c.max_output, st.label.c_str(), places,
               Quantile(rounds, 0.5), Quantile(rounds, 1), hours_median[places], Quantile(hours, 1),
@@ -332,6 +338,15 @@ int main(int argc, char** argv) {
               100 * Quantile(shares, 0));
         }
       }
+    }
+    std::printf(
+        "\nover %zu cases x %d seeds: | strategy | places | hours vs 1 place (or 4), median "
+        "/ max over cases | found/peak median / worst |\n|---|---|---|---|\n",
+        cases.size(), seeds);
+    for (const auto& [key, r] : ratios) {
+      const auto& sh = all_shares[key];
+      std::printf("| %s | %zu | %.3f / %.3f | %.2f%% / %.2f%% |\n", key.first.c_str(), key.second,
+                  Quantile(r, 0.5), Quantile(r, 1), 100 * Quantile(sh, 0.5), 100 * Quantile(sh, 0));
     }
     return 0;
   }
@@ -375,7 +390,11 @@ int main(int argc, char** argv) {
           double share4 = p4.found > 0 ? bench.Truth(p4.found) / peak : 0;
           worst = std::min({worst, share1, share2, share4});
           if (trace) {
-            const Play& shown = trace_nodes >= 4 ? p4 : trace_nodes == 2 ? p2 : p1;
+            const Play shown = trace_nodes == 4   ? p4
+                               : trace_nodes == 2 ? p2
+                               : trace_nodes == 1 ? p1
+                                                  : PlayOut(*strategies[k].impl, space, bench, u,
+                                                            trace_nodes, strategies[k].signal);
             std::lock_guard<std::mutex> lock(mu);
             std::printf("%s mem %.0f out %d %s seed %d:%s -> %lld (%.2f%%)\n",
                         c.profile.name.c_str(), c.npu_mem, c.max_output,
