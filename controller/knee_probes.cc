@@ -10,17 +10,20 @@
 namespace crest::controller::knee {
 
 std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, const Reading& r,
-                            size_t k, std::string* why_done) {
+                            size_t k, std::optional<double> wide, std::string* why_done) {
   const int64_t hi = std::min(space.hi, r.past - 1);
+  // A wide search steps out at its own spacing: its first round missed the
+  // window, most likely only just.
+  const double spread = wide.value_or(kSpread);
   std::vector<double> raw;
   if (!r.below && r.past == std::numeric_limits<int64_t>::max()) {
     // Nothing known: k points around the predicted knee, or over the window
     // where it lies when the round is wide.
     const auto c = static_cast<double>(
         std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, space.hi));
-    if (auto spacing = WideSpacing(k)) {
+    if (wide) {
       for (size_t i = 0; i < k; ++i) {
-        raw.push_back(c * (1 - kWideBelow + *spacing * static_cast<double>(i)));
+        raw.push_back(c * (1 - kWideBelow + *wide * static_cast<double>(i)));
       }
     } else {
       for (size_t i = 0; i < k; ++i) {
@@ -37,7 +40,7 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
     }
     int64_t far = r.past;
     for (const auto& [point, side] : r.side) far = std::max(far, point);
-    const double step = std::max(kSpread * static_cast<double>(r.past),
+    const double step = std::max(spread * static_cast<double>(r.past),
                                  static_cast<double>(far - r.past) / static_cast<double>(k));
     for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(r.past) - step * i);
   } else if (r.past == std::numeric_limits<int64_t>::max() || *r.below >= hi) {
@@ -54,12 +57,12 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
     // k points share the doubling: the round reaches as far as one point
     // would on one node, but k-sections it, so the next round's bracket is
     // k times narrower (at most kSpread wide).
-    const double step = std::max(kSpread * static_cast<double>(*r.below),
+    const double step = std::max(spread * static_cast<double>(*r.below),
                                  static_cast<double>(*r.below - near) / static_cast<double>(k));
     for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(*r.below) + step * i);
   } else {
     const int64_t gap = r.past - *r.below;
-    if (gap <= Resolution(space, *r.below, k)) {
+    if (gap <= Resolution(space, *r.below, wide)) {
       *why_done = absl::StrCat("knee between ", *r.below, " and ", r.past, " (", r.past_why, ")");
       return {};
     }

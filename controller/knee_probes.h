@@ -15,10 +15,12 @@
 
 namespace crest::controller::knee {
 
-// The next points to measure while the knee is not bracketed to the
-// resolution; empty when it is (or the range is exhausted).
+// The next points to measure, k at most, while the knee is not bracketed
+// to the resolution; empty when it is (or the range is exhausted). `wide`:
+// the spacing of a wide search (WideSpacing), which also sets its steps out
+// and its resolution.
 std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, const Reading& r,
-                            size_t k, std::string* why_done);
+                            size_t k, std::optional<double> wide, std::string* why_done);
 
 // Throughput alone: the peak lies between the neighbours of the best mean
 // (unimodality). Step out from the best while it has no neighbour on a

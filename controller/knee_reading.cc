@@ -77,16 +77,21 @@ Reading Read(const SearchSpace& space, const Outcomes& finished) {
   return r;
 }
 
-std::optional<double> WideSpacing(size_t k) {
-  if (k < kWideRound) return std::nullopt;
-  return (kWideBelow + kWideAbove) / static_cast<double>(k - 1);
+size_t FirstRound(const SearchSpace& space, size_t places) {
+  return std::clamp<size_t>(places, 1, std::max<size_t>(1, space.max_points / 2));
 }
 
-int64_t Resolution(const SearchSpace& space, int64_t at, size_t k) {
-  const double relative = std::max(space.resolution, WideSpacing(k).value_or(0));
+std::optional<double> WideSpacing(const SearchSpace& space, size_t places) {
+  const size_t n = FirstRound(space, places);
+  if (n < kWideRound) return std::nullopt;
+  return (kWideBelow + kWideAbove) / static_cast<double>(n - 1);
+}
+
+int64_t Resolution(const SearchSpace& space, int64_t at, std::optional<double> wide) {
+  const double relative = std::max(space.resolution, wide.value_or(0));
   // Rounding makes a wide round's neighbours up to one apart more.
-  return std::max<int64_t>(1, static_cast<int64_t>(std::floor(relative * static_cast<double>(at))) +
-                                  (WideSpacing(k) ? 1 : 0));
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(relative * static_cast<double>(at))) + (wide ? 1 : 0));
 }
 
 std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,

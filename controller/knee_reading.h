@@ -32,9 +32,12 @@ constexpr size_t kWideRound = 8;
 // (search-bench --verbose), since a peak may sit up a plateau past the knee.
 constexpr double kWideBelow = 0.04;
 constexpr double kWideAbove = 0.10;
-// The relative spacing of a wide first round of k points; nullopt when k
-// is below kWideRound.
-std::optional<double> WideSpacing(size_t k);
+// The points of the first round with `places` per round: every place, but
+// at most half of max_trials (the other half for a knee outside its window).
+size_t FirstRound(const SearchSpace& space, size_t places);
+// The relative spacing of the search's wide first round with `places` per
+// round; nullopt when that round is narrow (fewer than kWideRound points).
+std::optional<double> WideSpacing(const SearchSpace& space, size_t places);
 
 // Runs at most of each of two points the noise cannot tell apart.
 constexpr size_t kMaxDecidingRuns = 2;
@@ -57,9 +60,9 @@ size_t Runs(const PointOutcome& o);
 double DecisionNoise(const SearchSpace& space, const Outcomes& finished);
 // Each point's side of the knee, the bracket, and why its upper end is past.
 Reading Read(const SearchSpace& space, const Outcomes& finished);
-// The bracket width at which the knee counts as located, near `at`, with
-// rounds of k points (a wide round's spacing, when that is coarser).
-int64_t Resolution(const SearchSpace& space, int64_t at, size_t k = 1);
+// The bracket width at which the knee counts as located, near `at`: the
+// space's resolution, or a wide round's spacing when that is coarser.
+int64_t Resolution(const SearchSpace& space, int64_t at, std::optional<double> wide = std::nullopt);
 // Trusted ok points below the cap (infeasible / failed points), by point.
 std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
                                                              const Reading& r);

@@ -59,18 +59,24 @@ std::optional<Pick> ModelPick(const SearchSpace& space, const Outcomes& finished
 SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& finished,
                                   size_t lookahead) const {
   SearchDecision d;
-  const size_t k = std::max<size_t>(1, lookahead);
   if (RunsMeasured(finished) >= space.max_points) {
     d.done = true;
     d.reason = absl::StrCat("max_trials (", space.max_points, ") reached");
     return d;
   }
+  // A round never proposes more runs than max_trials leaves.
+  // A round never proposes more runs than max_trials leaves, and the first
+  // leaves half of them to a knee outside its window.
+  const size_t k = finished.empty() ? knee::FirstRound(space, lookahead)
+                                    : std::clamp<size_t>(lookahead, 1,
+                                                         space.max_points - RunsMeasured(finished));
+  const std::optional<double> wide = knee::WideSpacing(space, lookahead);
   const knee::Reading r = knee::Read(space, finished);
   std::string located;
   // Until a point measures ok, only infeasible points are known: they are
   // past the knee either way.
   const bool by_knee = r.signal || knee::Trusted(finished, r).empty();
-  std::vector<int64_t> probes = by_knee ? knee::Probes(space, finished, r, k, &located)
+  std::vector<int64_t> probes = by_knee ? knee::Probes(space, finished, r, k, wide, &located)
                                         : knee::PeakProbes(space, finished, r, k, &located);
   // A bracket whose point past the knee has not fallen: the peak may lie
   // up a plateau (ModelProbes), where the knee's bisection gains nothing.
@@ -142,7 +148,7 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   // A wide round (knee_reading.h) measured the knee's window at once: on
   // the preemption signal its answer needs no round of repeats, which
   // would cost as much as the whole search so far.
-  const bool confirmed = (k > 1 && repeats >= k) || (r.signal && knee::WideSpacing(k));
+  const bool confirmed = (k > 1 && repeats >= k) || (r.signal && wide);
   if (best->runs < knee::kMaxDecidingRuns && !confirmed) {
     want(best->point);
     // Free nodes of the confirming round repeat the answer's rivals, the

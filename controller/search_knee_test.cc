@@ -469,15 +469,27 @@ TEST(KneeSearch, EightPlacesMeasureTheKneesWindowInOneRound) {
 
 TEST(KneeSearch, AKneeBelowTheWideWindowTakesAnotherRound) {
   // The guess 6% above the knee: every point of the window is past it, so
-  // the next round steps down, and the answer still lies at the knee.
+  // the next round steps down at the window's spacing (the knee most likely
+  // lies just below it) and brackets the knee to that spacing.
   KneeSearch search;
   Played p = Play(
       search, Reference(), [](int64_t b, size_t) { return WithSignal(b); }, 8);
-  EXPECT_EQ(p.runs.front(), 584);
-  EXPECT_GT(p.rounds, 1u);
+  EXPECT_THAT(p.runs, ElementsAre(584, 596, 608, 620, 632, 644, 657, 669,  //
+                                  572, 561, 549, 537, 526, 514, 502, 491));
+  EXPECT_EQ(p.rounds, 2u);
   ASSERT_TRUE(p.answer.has_value());
-  EXPECT_LE(p.answer->point, kKnee);
-  EXPECT_GE(p.answer->point, kKnee - 12);
+  EXPECT_EQ(p.answer->point, 572);
+  EXPECT_THAT(p.reason, HasSubstr("knee between 572 and 584"));
+}
+
+TEST(KneeSearch, TheFirstRoundLeavesHalfOfMaxTrials) {
+  // Eight places but max_trials 10: a first round of five (narrow, 4% apart),
+  // the other five for a knee outside it.
+  KneeSearch search;
+  SearchSpace s = Reference();
+  s.max_points = 10;
+  SearchDecision d = search.Decide(s, {}, 8);
+  EXPECT_THAT(d.wanted, ElementsAre(559, 584, 608, 632, 657));
 }
 
 TEST(KneeSearch, StopsAtMaxTrials) {
