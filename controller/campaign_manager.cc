@@ -393,7 +393,7 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
     }
   }
   ModelPlan plan = PlanModel(spec, model, ms, run.stored.trials, *run.strategy, running,
-                             nodes.size(), probe_failures_[key]);
+                             nodes.size(), probe_failures_[key], EligiblePlaces(model, agents));
   if (plan.done_reason) {
     ModelState done = ms;
     done.done = true;

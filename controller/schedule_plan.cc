@@ -1,6 +1,7 @@
 #include "controller/schedule_plan.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -67,7 +68,7 @@ ModelPlan PlanRateSearch(const crest::v1::CampaignSpec& spec, const crest::v1::M
 ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
                     const ModelState& state, const std::vector<crest::v1::Trial>& trials,
                     const SearchStrategy& strategy, int running, size_t free_nodes,
-                    int probe_failures) {
+                    int probe_failures, size_t places) {
   ModelPlan plan;
   if (state.done) {
     plan.finished = running == 0;
@@ -104,8 +105,9 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
     return true;
   };
   auto slots = Slots(trials, model.name(), /*calibration=*/false, max_attempts);
+  const size_t lookahead = std::clamp<size_t>(places, 1, parallel);
   SearchDecision decision =
-      strategy.Decide(space, FinishedPoints(slots, spec.search().repeats()), parallel);
+      strategy.Decide(space, FinishedPoints(slots, spec.search().repeats()), lookahead);
   if (!decision.done) {
     for (int64_t point : decision.wanted) {
       auto more = decision.runs.find(point);
@@ -188,6 +190,16 @@ std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
     }
   }
   return out;
+}
+
+size_t EligiblePlaces(const crest::v1::ModelSpec& model,
+                      const std::vector<crest::v1::AgentInfo>& agents) {
+  const std::vector<std::string> places =
+      FreeEligibleNodes(model, agents, [](const std::string&) { return false; });
+  if (!model.exclusive()) return places.size();
+  std::set<std::string> nodes;
+  for (const auto& p : places) nodes.insert(ParsePlace(p).node);
+  return nodes.size();
 }
 
 absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,11 +54,19 @@ crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& ca
 
 // `state`: the model's recorded search state; `trials`: the campaign's;
 // `running`: the model's jobs running now; `free_nodes`: how many free,
-// ready, eligible nodes there are; `probe_failures`: failed probes so far.
+// ready, eligible nodes there are; `probe_failures`: failed probes so far;
+// `places`: how many places the model's eligible agents have, busy or not
+// (EligiblePlaces): a round of the search proposes at most that many points
+// and at most `parallel`, so that one round is measured at once.
 ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
                     const ModelState& state, const std::vector<crest::v1::Trial>& trials,
                     const SearchStrategy& strategy, int running, size_t free_nodes,
-                    int probe_failures);
+                    int probe_failures, size_t places = std::numeric_limits<size_t>::max());
+
+// The places of the ready agents `model` may use, busy or not: their slots,
+// or their nodes when the model is exclusive (one job per node).
+size_t EligiblePlaces(const crest::v1::ModelSpec& model,
+                      const std::vector<crest::v1::AgentInfo>& agents);
 
 // The places (place.h) that may run a job of `model` now: the slots, not
 // `busy`, of ready, eligible (Matches) nodes, in the order the model lists the

@@ -68,6 +68,22 @@ search: {range: [100, 400], initial: 100, repeats: 2}
               ElementsAre("100/r0/a2"));
 }
 
+TEST(PlanModel, ARoundProposesNoMorePointsThanTheModelHasPlaces) {
+  // parallel 8: eight places make the knee search's wide first round
+  // (2% apart around the guess); two places, a round of two (4% apart),
+  // not a round of eight measured in four waves.
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m, parallel: 8}]
+search: {range: [362, 1088], initial: 575}
+)");
+  KneeSearch knee;
+  EXPECT_THAT(Planned(PlanModel(spec, spec.models(0), ModelState{}, {}, knee, 0, 8, 0, 8)),
+              ElementsAre("552/r0/a1", "564/r0/a1", "575/r0/a1", "587/r0/a1", "598/r0/a1",
+                          "610/r0/a1", "621/r0/a1", "633/r0/a1"));
+  EXPECT_THAT(Planned(PlanModel(spec, spec.models(0), ModelState{}, {}, knee, 0, 2, 0, 2)),
+              ElementsAre("564/r0/a1", "587/r0/a1"));
+}
+
 TEST(PlanModel, EndsTheSearchOnceNothingRuns) {
   auto spec = PlanSpec(
       "name: p\nmodels: [{name: m}]\nsearch: {range: [100, 300], initial: 100, step: 100}\n");
@@ -172,6 +188,22 @@ TEST(FreeEligibleNodes, EveryNodesFirstSlotComesBeforeAnyNodesSecond) {
   auto busy_c1 = [](const std::string& place) { return place == "c#1"; };
   EXPECT_THAT(FreeEligibleNodes(crest::v1::ModelSpec{}, agents, busy_c1),
               ElementsAre("a", "b", "c", "a#1", "a#2"));
+}
+
+TEST(EligiblePlaces, CountsSlotsBusyOrNotOrNodesForAnExclusiveModel) {
+  std::vector<crest::v1::AgentInfo> agents;
+  for (auto [name, slots] : {std::pair{"a", 3u}, std::pair{"b", 0u}, std::pair{"c", 2u}}) {
+    auto& a = agents.emplace_back();
+    a.set_node_name(name);
+    a.set_state(crest::v1::AGENT_READY);
+    a.set_slots(slots);
+  }
+  agents[2].set_state(crest::v1::AGENT_LOST);
+  crest::v1::ModelSpec shared;
+  EXPECT_EQ(EligiblePlaces(shared, agents), 4u);
+  crest::v1::ModelSpec exclusive;
+  exclusive.set_exclusive(true);
+  EXPECT_EQ(EligiblePlaces(exclusive, agents), 2u);
 }
 
 TEST(AssignNodes, ARepeatPrefersAnotherNodeNotAnotherSlotOfTheSame) {
