@@ -1,12 +1,15 @@
 // The agent's own Prometheus metrics, every series labelled with its node:
-// daemon state and starts, host tuning state, the benchmark running now
-// (requests done, in flight, tokens/s over the last seconds) and the last
-// benchmark's figures. Handles are cached at construction.
+// host tuning state, and per daemon slot the daemon's state and starts, the
+// benchmark running now (requests done, in flight, tokens/s over the last
+// seconds) and the last benchmark's figures.
 #pragma once
 
+#include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -24,12 +27,16 @@ class AgentMetrics {
   explicit AgentMetrics(const std::string& node);
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
-  void SetDaemonStatus(const crest::v1::DaemonStatus& status);
+  // The daemon and benchmark series carry the slot they describe (`slot`,
+  // "0" on an agent without slots); slot 0's exist from the start, another
+  // slot's from its first report.
+  void SetDaemonStatus(uint32_t slot, const crest::v1::DaemonStatus& status);
   void SetHostState(const crest::v1::HostState& state);
-  // The live benchmark: started, each progress report, ended (RecordBenchmark).
-  void BenchmarkStarted();
-  void BenchmarkProgress(const crest::v1::BenchmarkProgress& progress);
-  void RecordBenchmark(const crest::v1::BenchmarkResult* result, bool ok, absl::Time ended);
+  // A slot's live benchmark: started, each progress report, ended (RecordBenchmark).
+  void BenchmarkStarted(uint32_t slot);
+  void BenchmarkProgress(uint32_t slot, const crest::v1::BenchmarkProgress& progress);
+  void RecordBenchmark(uint32_t slot, const crest::v1::BenchmarkResult* result, bool ok,
+                       absl::Time ended);
   // Prometheus text of everything (tests, debugging).
   std::string Serialize() const;
 
@@ -37,24 +44,37 @@ class AgentMetrics {
   static constexpr absl::Duration kLiveWindow = absl::Seconds(5);
 
  private:
+  // One slot's series and what the live rate is computed from.
+  struct SlotSeries {
+    std::map<std::string, std::string> label;
+    prometheus::Counter* daemon_starts = nullptr;
+    prometheus::Gauge* npu_block_num = nullptr;
+    prometheus::Gauge* running = nullptr;
+    prometheus::Gauge* live_done = nullptr;
+    prometheus::Gauge* live_failed = nullptr;
+    prometheus::Gauge* live_planned = nullptr;
+    prometheus::Gauge* live_in_flight = nullptr;
+    prometheus::Gauge* live_tokens_per_second = nullptr;
+    prometheus::Gauge* generate_speed = nullptr;
+    prometheus::Gauge* generate_speed_per_client = nullptr;
+    prometheus::Gauge* requests_per_second = nullptr;
+    prometheus::Gauge* first_token = nullptr;
+    prometheus::Gauge* decode = nullptr;
+    prometheus::Gauge* last_succeeded = nullptr;
+    prometheus::Gauge* last_failed = nullptr;
+    prometheus::Gauge* last_end = nullptr;
+    uint64_t daemon_starts_seen = 0;
+    // (elapsed, output tokens so far) of the live run's recent progress reports.
+    std::deque<std::pair<absl::Duration, double>> samples;
+  };
+  SlotSeries& Slot(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::shared_ptr<prometheus::Registry> registry_;
+  std::map<std::string, std::string> node_label_;
   prometheus::Family<prometheus::Gauge>* daemon_state_;
-  prometheus::Counter* daemon_starts_;
-  prometheus::Gauge* npu_block_num_;
-  prometheus::Gauge* running_;
-  prometheus::Gauge* live_done_;
-  prometheus::Gauge* live_failed_;
-  prometheus::Gauge* live_planned_;
-  prometheus::Gauge* live_in_flight_;
-  prometheus::Gauge* live_tokens_per_second_;
-  prometheus::Gauge* generate_speed_;
-  prometheus::Gauge* generate_speed_per_client_;
-  prometheus::Gauge* requests_per_second_;
-  prometheus::Gauge* first_token_;
-  prometheus::Gauge* decode_;
-  prometheus::Gauge* last_succeeded_;
-  prometheus::Gauge* last_failed_;
-  prometheus::Gauge* last_end_;
+  prometheus::Family<prometheus::Counter>* daemon_starts_;
+  // Per-slot gauges by metric name.
+  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
   prometheus::Family<prometheus::Gauge>* preemptions_;
   prometheus::Family<prometheus::Counter>* benchmarks_;
   prometheus::Gauge* host_tuned_;
@@ -62,9 +82,7 @@ class AgentMetrics {
   absl::Mutex mu_;
   std::string last_governor_ ABSL_GUARDED_BY(mu_);
   std::string last_thp_ ABSL_GUARDED_BY(mu_);
-  uint64_t daemon_starts_seen_ ABSL_GUARDED_BY(mu_) = 0;
-  // (elapsed, output tokens so far) of the live run's recent progress reports.
-  std::deque<std::pair<absl::Duration, double>> samples_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, SlotSeries> slots_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace crest::agent

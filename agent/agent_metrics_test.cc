@@ -28,8 +28,8 @@ TEST(AgentMetrics, EverySeriesNamesItsNode) {
   host.set_tuned(true);
   host.set_governor("performance");
   metrics.SetHostState(host);
-  metrics.BenchmarkStarted();
-  metrics.BenchmarkProgress(Progress(1, 100, 3));
+  metrics.BenchmarkStarted(0);
+  metrics.BenchmarkProgress(0, Progress(1, 100, 3));
   int series = 0;
   for (absl::string_view line : absl::StrSplit(metrics.Serialize(), '\n')) {
     if (line.empty() || line[0] == '#') continue;
@@ -45,36 +45,39 @@ TEST(AgentMetrics, DaemonStartsCountAsACounter) {
   status.set_state(crest::v1::DAEMON_READY);
   status.set_restarts(2);
   status.set_npu_block_num(2176);
-  metrics.SetDaemonStatus(status);
-  metrics.SetDaemonStatus(status);  // the same status again adds nothing
+  metrics.SetDaemonStatus(0, status);
+  metrics.SetDaemonStatus(0, status);  // the same status again adds nothing
   status.set_restarts(3);
-  metrics.SetDaemonStatus(status);
+  metrics.SetDaemonStatus(0, status);
   const std::string text = metrics.Serialize();
-  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_starts_total{node=\"n\"} 3"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_state{node=\"n\",state=\"ready\"} 1"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_state{node=\"n\",state=\"stopped\"} 0"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_npu_blocks{node=\"n\"} 2176"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_starts_total{node=\"n\",slot=\"0\"} 3"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_state{node=\"n\",slot=\"0\",state=\"ready\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("crest_agent_daemon_state{node=\"n\",slot=\"0\",state=\"stopped\"} 0"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_npu_blocks{node=\"n\",slot=\"0\"} 2176"));
 }
 
 TEST(AgentMetrics, LiveTokensPerSecondOverTheLastSeconds) {
   AgentMetrics metrics("n");
-  metrics.BenchmarkStarted();
-  EXPECT_THAT(metrics.Serialize(), HasSubstr("crest_agent_benchmark_running{node=\"n\"} 1"));
+  metrics.BenchmarkStarted(0);
+  EXPECT_THAT(metrics.Serialize(),
+              HasSubstr("crest_agent_benchmark_running{node=\"n\",slot=\"0\"} 1"));
   // 100 tokens/s for 10 s (1000 tokens), then 2000 tokens in 5 s: the run's
   // average is 200 tokens/s but the last 5 s ran at 400.
-  metrics.BenchmarkProgress(Progress(5, 100, 10));
-  metrics.BenchmarkProgress(Progress(10, 100, 20));
-  metrics.BenchmarkProgress(Progress(15, 200, 50));
+  metrics.BenchmarkProgress(0, Progress(5, 100, 10));
+  metrics.BenchmarkProgress(0, Progress(10, 100, 20));
+  metrics.BenchmarkProgress(0, Progress(15, 200, 50));
   const std::string text = metrics.Serialize();
-  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_live_tokens_per_second{node=\"n\"} 400\n"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_done{node=\"n\"} 50"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_planned{node=\"n\"} 100"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_in_flight{node=\"n\"} 7"));
+  EXPECT_THAT(
+      text, HasSubstr("crest_agent_benchmark_live_tokens_per_second{node=\"n\",slot=\"0\"} 400\n"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_done{node=\"n\",slot=\"0\"} 50"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_planned{node=\"n\",slot=\"0\"} 100"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_in_flight{node=\"n\",slot=\"0\"} 7"));
 }
 
 TEST(AgentMetrics, LastResultInBaseUnitsAndTheLiveViewStops) {
   AgentMetrics metrics("n");
-  metrics.BenchmarkStarted();
+  metrics.BenchmarkStarted(0);
   crest::v1::BenchmarkResult r;
   r.set_generate_speed(2980.5);
   r.set_qps(4.5);
@@ -83,22 +86,56 @@ TEST(AgentMetrics, LastResultInBaseUnitsAndTheLiveViewStops) {
   r.set_succeeded(99);
   r.set_failed(1);
   r.mutable_daemon()->set_preemptions(12);
-  metrics.RecordBenchmark(&r, true, absl::FromUnixSeconds(1'800'000'000));
+  metrics.RecordBenchmark(0, &r, true, absl::FromUnixSeconds(1'800'000'000));
   const std::string text = metrics.Serialize();
-  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_running{node=\"n\"} 0"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_in_flight{node=\"n\"} 0"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_running{node=\"n\",slot=\"0\"} 0"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_in_flight{node=\"n\",slot=\"0\"} 0"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "crest_agent_last_benchmark_generate_speed_tokens_per_second{node=\"n\",slot=\"0\"} "
+          "2980.5"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "crest_agent_last_benchmark_first_token_average_seconds{node=\"n\",slot=\"0\"} 0.12"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("crest_agent_last_benchmark_decode_average_seconds{node=\"n\",slot=\"0\"} 0.04"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_last_benchmark_preemptions{node=\"n\",slot=\"0\"} 12"));
   EXPECT_THAT(text,
-              HasSubstr("crest_agent_last_benchmark_generate_speed_tokens_per_second{node=\"n\"} "
-                        "2980.5"));
-  EXPECT_THAT(text,
-              HasSubstr("crest_agent_last_benchmark_first_token_average_seconds{node=\"n\"} 0.12"));
-  EXPECT_THAT(text,
-              HasSubstr("crest_agent_last_benchmark_decode_average_seconds{node=\"n\"} 0.04"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_last_benchmark_preemptions{node=\"n\"} 12"));
-  EXPECT_THAT(text, HasSubstr("crest_agent_last_benchmark_end_timestamp_seconds{node=\"n\"} "
-                              "1800000000"));
+              HasSubstr("crest_agent_last_benchmark_end_timestamp_seconds{node=\"n\",slot=\"0\"} "
+                        "1800000000"));
   EXPECT_THAT(text, HasSubstr("crest_agent_benchmarks_total{node=\"n\",result=\"ok\"} 1"));
   EXPECT_THAT(text, HasSubstr("crest_agent_benchmarks_total{node=\"n\",result=\"error\"} 0"));
+}
+
+TEST(AgentMetrics, EachSlotHasItsOwnSeries) {
+  // Two slots benchmarking at once: neither overwrites the other's live
+  // view, and a slot's daemon counts its own starts.
+  AgentMetrics metrics("n");
+  metrics.BenchmarkStarted(0);
+  metrics.BenchmarkStarted(3);
+  metrics.BenchmarkProgress(0, Progress(5, 100, 10));
+  metrics.BenchmarkProgress(3, Progress(5, 300, 30));
+  crest::v1::DaemonStatus status;
+  status.set_state(crest::v1::DAEMON_READY);
+  status.set_restarts(2);
+  metrics.SetDaemonStatus(3, status);
+  crest::v1::BenchmarkResult r;
+  r.set_generate_speed(1234);
+  metrics.RecordBenchmark(0, &r, true, absl::FromUnixSeconds(1'800'000'000));
+  const std::string text = metrics.Serialize();
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_running{node=\"n\",slot=\"0\"} 0"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_running{node=\"n\",slot=\"3\"} 1"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_benchmark_requests_done{node=\"n\",slot=\"3\"} 30"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_last_benchmark_generate_speed_tokens_per_second{node="
+                              "\"n\",slot=\"0\"} 1234"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_starts_total{node=\"n\",slot=\"3\"} 2"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_starts_total{node=\"n\",slot=\"0\"} 0"));
+  EXPECT_THAT(text, HasSubstr("crest_agent_daemon_state{node=\"n\",slot=\"3\",state=\"ready\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("crest_agent_daemon_state{node=\"n\",slot=\"0\",state=\"stopped\"} 1"));
 }
 
 }  // namespace

@@ -120,8 +120,7 @@ void NodeAgent::AddSlot(SlotRuntime runtime) {
   slot->supervisor->SetStateListener([this, index](const crest::v1::DaemonStatus& status) {
     crest::v1::DaemonStatus of_slot = status;
     of_slot.set_slot(index);
-    // The node's daemon gauges follow slot 0 (one series per node).
-    if (index == 0) metrics_.SetDaemonStatus(of_slot);
+    metrics_.SetDaemonStatus(index, of_slot);
     DaemonSupervisor::StateListener extra;
     {
       absl::MutexLock lock(&listener_mu_);
@@ -431,9 +430,9 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
   // Which daemon the run measured: runs that change only client parameters
   // reuse one daemon, and the controller's record shows it.
   const int32_t daemon_pid = supervisor.Status().pid();
-  metrics_.BenchmarkStarted();
+  metrics_.BenchmarkStarted(slot_index);
   const loadgen::ProgressCallback observed = [&](const crest::v1::BenchmarkProgress& p) {
-    metrics_.BenchmarkProgress(p);
+    metrics_.BenchmarkProgress(slot_index, p);
     if (progress) progress(p);
   };
   auto out = benchmark_(run, observed, cancel);
@@ -441,7 +440,7 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
   if (daemon_metrics) daemon = daemon_metrics->End();
   slot->benchmark_running = false;
   if (!out.ok()) {
-    metrics_.RecordBenchmark(nullptr, false, clock_->Now());
+    metrics_.RecordBenchmark(slot_index, nullptr, false, clock_->Now());
     return out.status();
   }
   if (daemon) {
@@ -457,7 +456,7 @@ absl::StatusOr<crest::v1::BenchmarkResult> NodeAgent::RunBenchmark(
       out->result.set_daemon_gone(*gone);
     }
   }
-  metrics_.RecordBenchmark(&out->result, true, clock_->Now());
+  metrics_.RecordBenchmark(slot_index, &out->result, true, clock_->Now());
   spdlog::info("benchmark done: GenerateSpeed {:.1f} tokens/s, {} ok, {} failed",
                out->result.generate_speed(), out->result.succeeded(), out->result.failed());
   return out->result;
