@@ -139,6 +139,7 @@ void CampaignManager::FinishTrial(JobTable::Job* job, Trial trial) {
 
 void CampaignManager::RecordEnded(JobTable::Job* job, Trial trial) {
   *trial.mutable_finished() = Now();
+  trial.set_neighbours(jobs_.TakeNeighbours(job));
   Run& run = runs_.at(job->campaign);
   // Lost with its trial: its daemon may still run there.
   if (trial.status() == crest::v1::TRIAL_INTERRUPTED && !registry_->IsReady(job->node)) {

@@ -163,7 +163,13 @@ search: {strategy: grid, range: [100, 800], step: 100}
   a->ReleaseBenchmarks();
   ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
   std::set<uint32_t> slots;
-  for (const auto& t : Trials(c->id())) slots.insert(t.slot());
+  for (const auto& t : Trials(c->id())) {
+    slots.insert(t.slot());
+    // The first round's four ran side by side, each with three neighbours.
+    if (t.parameters().max_batch_size() <= 400) {
+      EXPECT_EQ(t.neighbours(), 3u) << t.id();
+    }
+  }
   EXPECT_THAT(slots, ElementsAre(0, 1, 2, 3));
   EXPECT_EQ(Trials(c->id()).size(), 8u);
 }
@@ -201,6 +207,9 @@ search: {strategy: grid, range: [1000, 1300], step: 100}
   ASSERT_TRUE(WaitForState(shared->id(), crest::v1::CAMPAIGN_SUCCEEDED));
   ASSERT_TRUE(WaitForState(alone->id(), crest::v1::CAMPAIGN_SUCCEEDED));
   EXPECT_EQ(Trials(alone->id()).size(), 4u);
+  for (const auto& t : Trials(alone->id())) EXPECT_EQ(t.neighbours(), 0u) << t.id();
+  // The shared campaign's first four ran beside each other.
+  for (const auto& t : Trials(shared->id())) EXPECT_GE(t.neighbours(), 1u) << t.id();
   const auto starts = a->starts();
   const auto running = a->running_at_starts();
   ASSERT_EQ(starts.size(), running.size());

@@ -1,5 +1,6 @@
 #include "controller/job_table.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace crest::controller {
@@ -18,6 +19,10 @@ void JobTable::Start(const crest::v1::CampaignSpec& spec, const std::string& cam
   job->trial_id = trial_id;
   Job* raw = job.get();
   jobs_[PlaceKey(place.node, place.slot)] = std::move(job);
+  // Each job on the node now has one more neighbour.
+  const std::vector<Job*> others = OthersOn(place.node, raw);
+  raw->neighbours = static_cast<uint32_t>(others.size());
+  for (Job* other : others) other->neighbours = std::max(other->neighbours, raw->neighbours);
   std::string address;
   if (auto agent = registry_->Get(place.node)) address = agent->address();
   raw->thread = std::thread([this, raw, address, body = std::move(body)] {
@@ -25,6 +30,20 @@ void JobTable::Start(const crest::v1::CampaignSpec& spec, const std::string& cam
                        call_timeout_, &raw->stop);
     body(raw, &runner);
   });
+}
+
+std::vector<JobTable::Job*> JobTable::OthersOn(const std::string& node, const Job* except) const {
+  std::vector<Job*> out;
+  for (const auto& [key, job] : jobs_) {
+    if (job.get() != except && job->node == node && !job->finished) out.push_back(job.get());
+  }
+  return out;
+}
+
+uint32_t JobTable::TakeNeighbours(Job* job) const {
+  const uint32_t most = job->neighbours;
+  job->neighbours = static_cast<uint32_t>(OthersOn(job->node, job).size());
+  return most;
 }
 
 void JobTable::StartProbe(const std::string& campaign, const std::string& model, const Place& place,

@@ -35,6 +35,9 @@ class JobTable {
     bool exclusive = false;  // its model's `exclusive`: it has the node alone
     JobStop stop;
     bool finished = false;  // its outcome is recorded; the thread is ending
+    // The most other jobs on its node at once since it started (or since
+    // its last TakeNeighbours).
+    uint32_t neighbours = 0;
     std::thread thread;
   };
 
@@ -60,6 +63,9 @@ class JobTable {
                   std::function<std::optional<crest::v1::Trial>(Job*, crest::v1::Trial)> next,
                   std::function<void(Job*)> done);
 
+  // How many other jobs `job` had beside it on its node at most, since it
+  // started or the last call; restarts the count from those there now.
+  uint32_t TakeNeighbours(Job* job) const;
   // Whether a job runs on the place named `place_key` (PlaceKey).
   bool Busy(const std::string& place_key) const { return jobs_.count(place_key) != 0; }
   // Whether a job runs on any slot of `node`.
@@ -85,6 +91,8 @@ class JobTable {
   static void Join(std::vector<std::unique_ptr<Job>> jobs);
 
  private:
+  // The unfinished jobs on `node` other than `except`.
+  std::vector<Job*> OthersOn(const std::string& node, const Job* except) const;
   // Runs `body(job, runner)` on a new thread as the job on `place`.
   void Start(const crest::v1::CampaignSpec& spec, const std::string& campaign, const Place& place,
              const std::string& model, const std::string& trial_id,

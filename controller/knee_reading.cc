@@ -24,8 +24,18 @@ double DecisionNoise(const SearchSpace& space, const Outcomes& finished) {
     for (double v : o.samples) sum_sq += (v / mean - 1) * (v / mean - 1);
     dof += o.samples.size() - 1;
   }
-  return std::sqrt((sum_sq + kPriorWeight * space.noise_prior * space.noise_prior) /
-                   (static_cast<double>(dof) + kPriorWeight));
+  double variance = (sum_sq + kPriorWeight * space.noise_prior * space.noise_prior) /
+                    (static_cast<double>(dof) + kPriorWeight);
+  // A busy neighbour slot is one more source of noise, independent of the
+  // run's own: once any run was measured beside one, every comparison may
+  // involve it.
+  for (const auto& [point, o] : finished) {
+    if (o.beside_neighbours > 0) {
+      variance += space.neighbour_noise * space.neighbour_noise;
+      break;
+    }
+  }
+  return std::sqrt(variance);
 }
 
 size_t Runs(const PointOutcome& o) { return std::max<size_t>(1, o.samples.size()); }

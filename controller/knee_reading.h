@@ -56,7 +56,8 @@ struct Reading {
 size_t Runs(const PointOutcome& o);
 // The noise a decision assumes: the measured one shrunk toward the prior
 // with the weight of two runs, so that two close samples by chance do not
-// make every small difference a fall.
+// make every small difference a fall; plus, in quadrature, the space's
+// neighbour noise once a run was measured beside another job on its node.
 double DecisionNoise(const SearchSpace& space, const Outcomes& finished);
 // Each point's side of the knee, the bracket, and why its upper end is past.
 Reading Read(const SearchSpace& space, const Outcomes& finished);

@@ -91,6 +91,7 @@ SearchSpace SearchSpaceFor(const crest::v1::CampaignSpec& spec, int64_t npu_bloc
   space.step = spec.search().step();
   space.tolerance = spec.search().tolerance();
   space.max_points = spec.search().max_trials();
+  space.neighbour_noise = spec.search().neighbour_noise();
   space.knee_guess =
       npu_block_num > 0 ? std::clamp(KneeGuess(spec, npu_block_num), b.lo, b.hi) : b.initial;
   return space;

@@ -160,6 +160,7 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
       jm["trials"].push_back({{"id", t.id()},
                               {"node", t.node()},
                               {"slot", t.slot()},
+                              {"neighbours", t.neighbours()},
                               {"maxBatchSize", p.max_batch_size()},
                               {"maxPrefillBatchSize", p.max_prefill_batch_size()},
                               {"supportSelectBatch", p.support_select_batch()},

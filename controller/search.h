@@ -30,6 +30,10 @@ struct SearchSpace {
   double resolution = 0.01;
   // Relative noise of one run assumed until repeats measure it.
   double noise_prior = 0.02;
+  // Relative noise a busy neighbour slot adds to a run (the spec's
+  // search.neighbour_noise): the knee search's band widens by it, in
+  // quadrature, once a run was measured beside another job on its node.
+  double neighbour_noise = 0;
 };
 
 // What the runs of one point came to.
@@ -47,6 +51,8 @@ struct PointOutcome {
   bool untrusted = false;
   // Runs that ended at this point (ok, flagged or not).
   size_t runs = 1;
+  // Of its trusted ok runs, those measured beside another job on its node.
+  size_t beside_neighbours = 0;
 };
 
 using Outcomes = std::map<int64_t, PointOutcome>;

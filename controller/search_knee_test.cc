@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "controller/knee_reading.h"
 #include "controller/search.h"
 
 namespace crest::controller {
@@ -490,6 +491,26 @@ TEST(KneeSearch, TheFirstRoundLeavesHalfOfMaxTrials) {
   s.max_points = 10;
   SearchDecision d = search.Decide(s, {}, 8);
   EXPECT_THAT(d.wanted, ElementsAre(559, 584, 608, 632, 657));
+}
+
+TEST(KneeSearch, ANeighbourSlotsNoiseWidensTheBandOnceARunHadOne) {
+  // On throughput alone, 6% below the best is a fall with the runs' own
+  // noise; with 5% of neighbour noise and a run measured beside a busy
+  // slot, it is not; without such a run the neighbour noise adds nothing.
+  SearchSpace s = Reference();
+  s.neighbour_noise = 0.05;
+  Outcomes finished;
+  for (auto [b, v] : {std::pair{500, 1000.0}, std::pair{560, 940.0}}) {
+    PointOutcome o = Measured(v, std::nullopt);
+    o.samples = {v, v};
+    o.runs = 2;
+    finished[b] = o;
+  }
+  EXPECT_EQ(knee::Read(s, finished).side.at(560), knee::Side::kPast);
+  finished[560].beside_neighbours = 1;
+  EXPECT_EQ(knee::Read(s, finished).side.at(560), knee::Side::kBelow);
+  s.neighbour_noise = 0;
+  EXPECT_EQ(knee::Read(s, finished).side.at(560), knee::Side::kPast);
 }
 
 TEST(KneeSearch, StopsAtMaxTrials) {

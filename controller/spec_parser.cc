@@ -85,7 +85,7 @@ class Walker : public SpecYamlWalker {
     auto* s = spec->mutable_search();
     Map(node, "search",
         {"parameter", "range", "initial", "step", "strategy", "repeats", "tolerance", "max_trials",
-         "cache_block_size"},
+         "cache_block_size", "neighbour_noise"},
         [&](const std::string& key, const YAML::Node& v, const std::string& p) {
           if (key == "parameter") {
             String(v, p, s->mutable_parameter(), "a ScheduleConfig key");
@@ -130,6 +130,11 @@ class Walker : public SpecYamlWalker {
           } else if (key == "tolerance") {
             double x = 0;
             if (Double(v, p, 0, 0.99, &x, "a relative drop such as 0.02")) s->set_tolerance(x);
+          } else if (key == "neighbour_noise") {
+            double x = 0;
+            if (Double(v, p, 0, 0.5, &x, "a relative noise such as 0.01")) {
+              s->set_neighbour_noise(x);
+            }
           } else if (key == "max_trials") {
             UInt<uint32_t>(
                 v, p, 1, 10000, [s](uint32_t x) { s->set_max_trials(x); }, "a trial count");

@@ -38,6 +38,7 @@ search:
   tolerance: 0.05
   max_trials: 7
   cache_block_size: 64
+  neighbour_noise: 0.015
 client:
   mode: rate
   request_rate: 12.5
@@ -74,6 +75,7 @@ TEST(SpecParser, ParsesEveryKey) {
   EXPECT_DOUBLE_EQ(s.search().tolerance(), 0.05);
   EXPECT_EQ(s.search().max_trials(), 7u);
   EXPECT_EQ(s.search().cache_block_size(), 64u);
+  EXPECT_DOUBLE_EQ(s.search().neighbour_noise(), 0.015);
   EXPECT_EQ(s.client().mode(), crest::v1::CLIENT_MODE_RATE);
   EXPECT_DOUBLE_EQ(s.client().request_rate(), 12.5);
   EXPECT_EQ(s.client().concurrency(), 1000u);  // derived default in rate mode
@@ -142,6 +144,7 @@ search:
   strategy: stpe
   tolerance: lots
   repats: 2
+  neighbour_noise: 0.7
 client:
   mode: rate
   dataset: {type: gsm9k}
@@ -160,14 +163,15 @@ limits: {start_timeout: soon}
                            HasSubstr("did you mean 'step'?")),
                      HasSubstr("spec.yaml:10: search.tolerance: expected a relative drop"),
                      "spec.yaml:11: search.repats: unknown key 'repats'; did you mean 'repeats'?",
+                     HasSubstr("spec.yaml:12: search.neighbour_noise: expected a relative noise"),
                      HasSubstr("client.request_rate: required in rate mode"),
-                     AllOf(HasSubstr("spec.yaml:14: client.dataset.type: unknown value 'gsm9k'"),
+                     AllOf(HasSubstr("spec.yaml:15: client.dataset.type: unknown value 'gsm9k'"),
                            HasSubstr("did you mean 'gsm8k'?")),
-                     HasSubstr("spec.yaml:15: host.governor: unknown governor 'turbo'"),
-                     HasSubstr("spec.yaml:15: host.thp: unknown THP mode 'sometimes'"),
+                     HasSubstr("spec.yaml:16: host.governor: unknown governor 'turbo'"),
+                     HasSubstr("spec.yaml:16: host.thp: unknown THP mode 'sometimes'"),
                      HasSubstr("host.pin: 'every-other' is not odd-numa, none or a CPU list"),
-                     "spec.yaml:16: calibrate: expected true or false",
-                     HasSubstr("spec.yaml:17: limits.start_timeout: expected a duration"),
+                     "spec.yaml:17: calibrate: expected true or false",
+                     HasSubstr("spec.yaml:18: limits.start_timeout: expected a duration"),
                  }));
   EXPECT_THAT(FormatProblems(parsed.problems), HasSubstr("campaign spec has"));
 }

@@ -27,6 +27,7 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
         s.ok = true;
         s.speed = t.result().generate_speed();
         s.untrusted = t.flags_size() > 0;
+        s.neighbours = t.neighbours();
         if (t.result().daemon().has_preemptions()) {
           s.preemptions = static_cast<int64_t>(t.result().daemon().preemptions());
         } else {
@@ -83,7 +84,10 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
       if (!s->ok) continue;
       ++all_ok;
       all_sum += s->speed;
-      if (!s->untrusted) o.samples.push_back(s->speed);
+      if (!s->untrusted) {
+        o.samples.push_back(s->speed);
+        if (s->neighbours > 0) ++o.beside_neighbours;
+      }
       if (s->preemptions) o.preemptions = std::max(o.preemptions.value_or(0), *s->preemptions);
     }
     if (any_infeasible) {

@@ -31,6 +31,8 @@ struct Slot {
   // and whether a trust flag marks it (docs/search.md).
   std::optional<int64_t> preemptions;
   bool untrusted = false;
+  // Other jobs that ran beside the ok run on its node, at most.
+  uint32_t neighbours = 0;
 };
 
 // (maxBatchSize, repeat).

@@ -156,6 +156,18 @@ TEST(FinishedPoints, PreemptionsFlagsAndExtraRuns) {
   EXPECT_DOUBLE_EQ(points.at(700).objective, 40);
 }
 
+TEST(FinishedPoints, CountsTheTrustedRunsMeasuredBesideNeighbours) {
+  std::vector<Trial> trials = {Outcome(500, 0, crest::v1::TRIAL_OK, 100),
+                               Outcome(500, 1, crest::v1::TRIAL_OK, 101),
+                               Outcome(600, 0, crest::v1::TRIAL_OK, 90)};
+  trials[1].set_neighbours(3);
+  trials[2].set_neighbours(1);
+  trials[2].add_flags("client_bound");  // flagged: no sample, so not counted
+  auto points = FinishedPoints(Slots(trials, "m", false, 3), 1);
+  EXPECT_EQ(points.at(500).beside_neighbours, 1u);
+  EXPECT_EQ(points.at(600).beside_neighbours, 0u);
+}
+
 // A campaign of model "m" searched by `strategy` over [400, 700], one run a point.
 StoredCampaign OneModelSearch(const std::string& strategy, int64_t initial) {
   StoredCampaign stored;
