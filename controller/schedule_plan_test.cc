@@ -177,20 +177,8 @@ TEST(FreeEligibleNodes, ListedOrderElseAgentOrderSkippingBusyAndLost) {
   EXPECT_TRUE(FreeEligibleNodes(other, agents, busy_b).empty());
 }
 
-TEST(FreeEligibleNodes, EveryNodesFirstSlotComesBeforeAnyNodesSecond) {
-  std::vector<crest::v1::AgentInfo> agents;
-  for (auto [name, slots] : {std::pair{"a", 3u}, std::pair{"b", 0u}, std::pair{"c", 2u}}) {
-    auto& a = agents.emplace_back();
-    a.set_node_name(name);
-    a.set_state(crest::v1::AGENT_READY);
-    a.set_slots(slots);  // 0: an agent from before slots, one
-  }
-  auto busy_c1 = [](const std::string& place) { return place == "c#1"; };
-  EXPECT_THAT(FreeEligibleNodes(crest::v1::ModelSpec{}, agents, busy_c1),
-              ElementsAre("a", "b", "c", "a#1", "a#2"));
-}
-
-TEST(EligiblePlaces, CountsSlotsBusyOrNotOrNodesForAnExclusiveModel) {
+// Ready agents a (3 slots), b (from before slots: one) and c (2 slots).
+std::vector<crest::v1::AgentInfo> SlottedAgents() {
   std::vector<crest::v1::AgentInfo> agents;
   for (auto [name, slots] : {std::pair{"a", 3u}, std::pair{"b", 0u}, std::pair{"c", 2u}}) {
     auto& a = agents.emplace_back();
@@ -198,6 +186,18 @@ TEST(EligiblePlaces, CountsSlotsBusyOrNotOrNodesForAnExclusiveModel) {
     a.set_state(crest::v1::AGENT_READY);
     a.set_slots(slots);
   }
+  return agents;
+}
+
+TEST(FreeEligibleNodes, EveryNodesFirstSlotComesBeforeAnyNodesSecond) {
+  const std::vector<crest::v1::AgentInfo> agents = SlottedAgents();
+  auto busy_c1 = [](const std::string& place) { return place == "c#1"; };
+  EXPECT_THAT(FreeEligibleNodes(crest::v1::ModelSpec{}, agents, busy_c1),
+              ElementsAre("a", "b", "c", "a#1", "a#2"));
+}
+
+TEST(EligiblePlaces, CountsSlotsBusyOrNotOrNodesForAnExclusiveModel) {
+  std::vector<crest::v1::AgentInfo> agents = SlottedAgents();
   agents[2].set_state(crest::v1::AGENT_LOST);
   crest::v1::ModelSpec shared;
   EXPECT_EQ(EligiblePlaces(shared, agents), 4u);
