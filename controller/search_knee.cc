@@ -64,7 +64,6 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
     d.reason = absl::StrCat("max_trials (", space.max_points, ") reached");
     return d;
   }
-  // A round never proposes more runs than max_trials leaves.
   // A round never proposes more runs than max_trials leaves, and the first
   // leaves half of them to a knee outside its window.
   const size_t k = finished.empty() ? knee::FirstRound(space, lookahead)
