@@ -1,15 +1,18 @@
 // End to end with daemon slots: one crest-agent running four slots of
 // mindie-sim (four cards of its simulated host) and a campaign with
 // `parallel: 4` that measures four points at once on that one node; and the
-// same campaign with the agent killed while its four daemons run.
+// same campaign with the agent killed while its four daemons run; and eight
+// slots, whose first round is the default search's wide one.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
 #include "agent/slot_setup.h"
@@ -31,11 +34,15 @@ class SlotsE2e : public CampaignFixture {
   // two NUMA nodes of four CPUs, so each daemon's share is one CPU and the
   // clients get the other node (the shares are planned, not applied: the
   // campaign does not pin, as this machine has fewer CPUs than the plan).
-  std::string StartSlotsAgent(const std::string& controller) {
+  // With `slots` 8, two NUMA nodes of eight CPUs.
+  std::string StartSlotsAgent(const std::string& controller, int slots = kSlots) {
     AgentOptions options;
     options.controller = controller;
-    options.extra_yaml = absl::StrCat("slots: ", kSlots, "\n");
-    options.sysfs.numa_nodes = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+    options.extra_yaml = absl::StrCat("slots: ", slots, "\n");
+    options.sysfs.numa_nodes = {{}, {}};
+    for (uint32_t cpu = 0; cpu < 2U * static_cast<uint32_t>(slots); ++cpu) {
+      options.sysfs.numa_nodes[cpu < static_cast<uint32_t>(slots) ? 0 : 1].push_back(cpu);
+    }
     return StartAgentWith("node-1", kModel, options);
   }
 
@@ -51,8 +58,8 @@ class SlotsE2e : public CampaignFixture {
     return nlohmann::json::parse(r.output, nullptr, false);
   }
 
-  static std::string Spec(const std::string& name) {
-    return absl::StrCat("name: ", name, "\nmodels: [{name: ", kModel, ", parallel: ", kSlots,
+  static std::string Spec(const std::string& name, int parallel = kSlots) {
+    return absl::StrCat("name: ", name, "\nmodels: [{name: ", kModel, ", parallel: ", parallel,
                         "}]\nclient: {request_count: 400, max_output_len: 64, task_kind: text}\n");
   }
 
@@ -154,6 +161,36 @@ TEST_F(SlotsE2e, FourSlotsOfOneNodeMeasureFourPointsAtOnce) {
         "/config-json-backup.json"));
   }
   for (const auto& npu : info["npus"]) EXPECT_EQ(npu.value("hbmUsedMib", "0"), "0") << npu.dump();
+}
+
+// Eight slots make the default search's first round wide (docs/search.md):
+// eight points 2% apart over the knee's window, measured at once.
+TEST_F(SlotsE2e, EightSlotsMeasureTheKneesWindowInOneRound) {
+  std::string controller = StartController(dir_.File("ctl"));
+  const std::string agent = StartSlotsAgent(controller, 8);
+  ASSERT_TRUE(controller_->WaitForLine("agent node-1 registered", kStartup).ok());
+  const nlohmann::json m = SucceededModel(Submit(Spec("wide", 8)));
+  auto [most, where] = MostAtOnce(m["trials"]);
+  EXPECT_EQ(most, 8) << m["trials"].dump(2);
+  // The first round: eight points over the window, evenly spaced (2% of the
+  // guess, to the rounding), each run beside the seven others.
+  std::vector<int64_t> first;
+  for (const auto& t : m["trials"]) {
+    if (first.size() == 8) break;
+    first.push_back(t["maxBatchSize"].get<int64_t>());
+    EXPECT_EQ(t["neighbours"].get<int>(), 7) << t.dump(2);
+  }
+  ASSERT_EQ(first.size(), 8u);
+  std::sort(first.begin(), first.end());
+  std::vector<int64_t> gaps;
+  for (size_t i = 1; i < first.size(); ++i) gaps.push_back(first[i] - first[i - 1]);
+  const auto [fewest, most_apart] = std::minmax_element(gaps.begin(), gaps.end());
+  EXPECT_GE(*fewest, 1) << absl::StrJoin(first, " ");
+  EXPECT_LE(*most_apart - *fewest, 1) << absl::StrJoin(first, " ");
+  const double span =
+      static_cast<double>(first.back() - first.front()) / static_cast<double>(first.front());
+  EXPECT_GT(span, 0.12) << absl::StrJoin(first, " ");
+  EXPECT_LT(span, 0.17) << absl::StrJoin(first, " ");
 }
 
 TEST_F(SlotsE2e, AnAgentKilledWithFourDaemonsPutsBackEverySlotAndTheCampaignEnds) {
