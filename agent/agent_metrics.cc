@@ -32,34 +32,42 @@ constexpr crest::v1::DaemonState kDaemonStates[] = {
 
 }  // namespace
 
-// The per-slot gauges: name and help.
-constexpr std::pair<const char*, const char*> kSlotGauges[] = {
-    {"crest_agent_daemon_npu_blocks", "npuBlockNum (KV-cache blocks) the running daemon reported"},
-    {"crest_agent_benchmark_running", "1 while a benchmark runs in this slot"},
+const AgentMetrics::SlotGauge AgentMetrics::kSlotGauges[] = {
+    {"crest_agent_daemon_npu_blocks", "npuBlockNum (KV-cache blocks) the running daemon reported",
+     &SlotSeries::npu_block_num},
+    {"crest_agent_benchmark_running", "1 while a benchmark runs in this slot",
+     &SlotSeries::running},
     {"crest_agent_benchmark_requests_done",
-     "Measured requests finished so far in the running (or last) benchmark"},
+     "Measured requests finished so far in the running (or last) benchmark",
+     &SlotSeries::live_done},
     {"crest_agent_benchmark_requests_failed",
-     "Measured requests failed so far in the running (or last) benchmark"},
+     "Measured requests failed so far in the running (or last) benchmark",
+     &SlotSeries::live_failed},
     {"crest_agent_benchmark_requests_planned",
-     "Measured requests the running benchmark sends (0: bounded by time)"},
+     "Measured requests the running benchmark sends (0: bounded by time)",
+     &SlotSeries::live_planned},
     {"crest_agent_benchmark_requests_in_flight",
-     "Requests sent and not yet answered by the running benchmark"},
+     "Requests sent and not yet answered by the running benchmark", &SlotSeries::live_in_flight},
     {"crest_agent_benchmark_live_tokens_per_second",
-     "Output tokens/s of the running benchmark over its last 5 seconds"},
+     "Output tokens/s of the running benchmark over its last 5 seconds",
+     &SlotSeries::live_tokens_per_second},
     {"crest_agent_last_benchmark_generate_speed_tokens_per_second",
-     "GenerateSpeed (output tokens/s, all clients) of the last benchmark"},
+     "GenerateSpeed (output tokens/s, all clients) of the last benchmark",
+     &SlotSeries::generate_speed},
     {"crest_agent_last_benchmark_generate_speed_per_client_tokens_per_second",
-     "GenerateSpeedPerClient of the last benchmark"},
+     "GenerateSpeedPerClient of the last benchmark", &SlotSeries::generate_speed_per_client},
     {"crest_agent_last_benchmark_requests_per_second",
-     "Completed requests/s (QPS) of the last benchmark"},
+     "Completed requests/s (QPS) of the last benchmark", &SlotSeries::requests_per_second},
     {"crest_agent_last_benchmark_first_token_average_seconds",
-     "Average first-token time of the last benchmark"},
+     "Average first-token time of the last benchmark", &SlotSeries::first_token},
     {"crest_agent_last_benchmark_decode_average_seconds",
-     "Average time between tokens of the last benchmark"},
-    {"crest_agent_last_benchmark_requests_succeeded", "Requests the last benchmark got"},
-    {"crest_agent_last_benchmark_requests_failed", "Requests of the last benchmark that failed"},
+     "Average time between tokens of the last benchmark", &SlotSeries::decode},
+    {"crest_agent_last_benchmark_requests_succeeded", "Requests the last benchmark got",
+     &SlotSeries::last_succeeded},
+    {"crest_agent_last_benchmark_requests_failed", "Requests of the last benchmark that failed",
+     &SlotSeries::last_failed},
     {"crest_agent_last_benchmark_end_timestamp_seconds",
-     "Unix time the last benchmark ended (ok or not)"},
+     "Unix time the last benchmark ended (ok or not)", &SlotSeries::last_end},
 };
 
 AgentMetrics::AgentMetrics(const std::string& node)
@@ -77,9 +85,12 @@ AgentMetrics::AgentMetrics(const std::string& node)
                         .Help("Daemons this agent started in the slot (each trial restarts it)")
                         .Labels(node_label_)
                         .Register(*registry_);
-  for (const auto& [name, help] : kSlotGauges) {
-    gauges_[name] =
-        &prometheus::BuildGauge().Name(name).Help(help).Labels(node_label_).Register(*registry_);
+  for (const auto& g : kSlotGauges) {
+    slot_gauges_.push_back(&prometheus::BuildGauge()
+                                .Name(g.name)
+                                .Help(g.help)
+                                .Labels(node_label_)
+                                .Register(*registry_));
   }
   preemptions_ = &prometheus::BuildGauge()
                       .Name("crest_agent_last_benchmark_preemptions")
@@ -114,40 +125,26 @@ AgentMetrics::SlotSeries& AgentMetrics::Slot(uint32_t slot) {
   if (it != slots_.end()) return it->second;
   SlotSeries& s = slots_[slot];
   s.label = {{"slot", std::to_string(slot)}};
+  SetDaemonState(s, crest::v1::DAEMON_STOPPED);
+  s.daemon_starts = &daemon_starts_->Add(s.label);
+  for (size_t i = 0; i < slot_gauges_.size(); ++i) {
+    s.*(kSlotGauges[i].handle) = &slot_gauges_[i]->Add(s.label);
+  }
+  return s;
+}
+
+void AgentMetrics::SetDaemonState(const SlotSeries& s, crest::v1::DaemonState current) {
   for (auto state : kDaemonStates) {
     auto labels = s.label;
     labels["state"] = StateName(state);
-    daemon_state_->Add(labels).Set(state == crest::v1::DAEMON_STOPPED ? 1 : 0);
+    daemon_state_->Add(labels).Set(state == current ? 1 : 0);
   }
-  s.daemon_starts = &daemon_starts_->Add(s.label);
-  auto gauge = [&](const char* name) { return &gauges_.at(name)->Add(s.label); };
-  s.npu_block_num = gauge("crest_agent_daemon_npu_blocks");
-  s.running = gauge("crest_agent_benchmark_running");
-  s.live_done = gauge("crest_agent_benchmark_requests_done");
-  s.live_failed = gauge("crest_agent_benchmark_requests_failed");
-  s.live_planned = gauge("crest_agent_benchmark_requests_planned");
-  s.live_in_flight = gauge("crest_agent_benchmark_requests_in_flight");
-  s.live_tokens_per_second = gauge("crest_agent_benchmark_live_tokens_per_second");
-  s.generate_speed = gauge("crest_agent_last_benchmark_generate_speed_tokens_per_second");
-  s.generate_speed_per_client =
-      gauge("crest_agent_last_benchmark_generate_speed_per_client_tokens_per_second");
-  s.requests_per_second = gauge("crest_agent_last_benchmark_requests_per_second");
-  s.first_token = gauge("crest_agent_last_benchmark_first_token_average_seconds");
-  s.decode = gauge("crest_agent_last_benchmark_decode_average_seconds");
-  s.last_succeeded = gauge("crest_agent_last_benchmark_requests_succeeded");
-  s.last_failed = gauge("crest_agent_last_benchmark_requests_failed");
-  s.last_end = gauge("crest_agent_last_benchmark_end_timestamp_seconds");
-  return s;
 }
 
 void AgentMetrics::SetDaemonStatus(uint32_t slot, const crest::v1::DaemonStatus& status) {
   absl::MutexLock lock(&mu_);
   SlotSeries& s = Slot(slot);
-  for (auto state : kDaemonStates) {
-    auto labels = s.label;
-    labels["state"] = StateName(state);
-    daemon_state_->Add(labels).Set(status.state() == state ? 1 : 0);
-  }
+  SetDaemonState(s, status.state());
   if (status.restarts() > s.daemon_starts_seen) {
     s.daemon_starts->Increment(static_cast<double>(status.restarts() - s.daemon_starts_seen));
     s.daemon_starts_seen = status.restarts();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -67,14 +68,23 @@ class AgentMetrics {
     // (elapsed, output tokens so far) of the live run's recent progress reports.
     std::deque<std::pair<absl::Duration, double>> samples;
   };
+  // A per-slot gauge: its name, help and handle in SlotSeries.
+  struct SlotGauge {
+    const char* name;
+    const char* help;
+    prometheus::Gauge* SlotSeries::*handle;
+  };
+  static const SlotGauge kSlotGauges[];
   SlotSeries& Slot(uint32_t slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the slot's daemon-state series: 1 for `current`, 0 for the others.
+  void SetDaemonState(const SlotSeries& s, crest::v1::DaemonState current);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::map<std::string, std::string> node_label_;
   prometheus::Family<prometheus::Gauge>* daemon_state_;
   prometheus::Family<prometheus::Counter>* daemon_starts_;
-  // Per-slot gauges by metric name.
-  std::map<std::string, prometheus::Family<prometheus::Gauge>*> gauges_;
+  // The families of kSlotGauges, in its order.
+  std::vector<prometheus::Family<prometheus::Gauge>*> slot_gauges_;
   prometheus::Family<prometheus::Gauge>* preemptions_;
   prometheus::Family<prometheus::Counter>* benchmarks_;
   prometheus::Gauge* host_tuned_;
