@@ -109,16 +109,39 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
   SearchDecision decision =
       strategy.Decide(space, FinishedPoints(slots, spec.search().repeats()), lookahead);
   if (!decision.done) {
+    const uint32_t repeats = spec.search().repeats();
     for (int64_t point : decision.wanted) {
       auto more = decision.runs.find(point);
-      const uint32_t runs =
-          std::max(spec.search().repeats(), more == decision.runs.end() ? 0U : more->second);
-      for (uint32_t r = 0; r < runs; ++r) {
+      const uint32_t runs = std::max(repeats, more == decision.runs.end() ? 0U : more->second);
+      // The spec's repeats run whatever they measure; beyond them the
+      // strategy wants trusted runs, so a flagged one is made up by the next
+      // repeat (max_trials bounds them): counting it would leave the search
+      // waiting for a run that never starts.
+      uint32_t counted = 0;
+      for (uint32_t r = 0; r < repeats || counted < runs; ++r) {
         auto it = slots.find({point, r});
         Slot slot = it == slots.end() ? Slot{} : it->second;
-        if (slot.ok || slot.running || slot.infeasible || slot.failed) continue;
-        launch(SearchParametersAt(spec, point), r, slot.attempts + 1);
+        if (slot.infeasible || slot.failed) break;  // the point has its outcome
+        if (slot.running || (slot.ok && !slot.untrusted)) {
+          ++counted;
+          continue;
+        }
+        if (slot.ok && r >= repeats) continue;
+        if (slot.ok) {
+          ++counted;
+          continue;
+        }
+        if (!launch(SearchParametersAt(spec, point), r, slot.attempts + 1)) break;
+        ++counted;
       }
+    }
+    // The strategy asked only for runs that have ended: it has nothing to
+    // start and never will, so the model ends here rather than wait forever.
+    if (plan.trials.empty() && running == 0 && free_nodes > 0) {
+      plan.done_reason =
+          absl::StrCat("the ", strategy.Name(), " search wants only runs that have ended (",
+                       absl::StrJoin(decision.wanted, ", "), ")");
+      plan.finished = true;
     }
     return plan;
   }

@@ -131,8 +131,80 @@ search: {range: [100, 400], initial: 100}
       PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 3), 0, 5, 0);
   EXPECT_THAT(Planned(plan), ElementsAre("200/r1/a1", "200/r2/a1"));
   // Fewer runs than the spec's repeats asks for nothing more.
-  EXPECT_TRUE(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 0, 5, 0)
+  EXPECT_TRUE(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 1, 5, 0)
                   .trials.empty());
+}
+
+TEST(PlanModel, EndsAModelWhoseStrategyWantsOnlyRunsThatHaveEnded) {
+  // Nothing runs and nothing would ever start: waiting would hang the
+  // campaign, so the model ends and says why.
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m, parallel: 3}]
+search: {range: [100, 400], initial: 100}
+)");
+  std::vector<crest::v1::Trial> trials = {Measured(200, crest::v1::TRIAL_OK, 10)};
+  ModelPlan idle =
+      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 0, 5, 0);
+  EXPECT_TRUE(idle.finished);
+  EXPECT_EQ(idle.done_reason, "the wants-runs search wants only runs that have ended (200)");
+  // Something still runs, or no place is free: the next plan may differ.
+  EXPECT_FALSE(
+      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 1, 5, 0).finished);
+  EXPECT_FALSE(
+      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 0, 0, 0).finished);
+}
+
+TEST(PlanModel, AFlaggedRunIsMadeUpByAnotherRepeat) {
+  // The strategy wants trusted runs: a flagged one is no evidence (trial_trust.h).
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m, parallel: 3}]
+search: {range: [100, 400], initial: 100}
+)");
+  std::vector<crest::v1::Trial> trials = {Measured(200, crest::v1::TRIAL_OK, 10),
+                                          Measured(200, crest::v1::TRIAL_OK, 11)};
+  trials[1].set_repeat(1);
+  trials[1].add_flags("client_bound");
+  EXPECT_THAT(
+      Planned(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 2), 0, 5, 0)),
+      ElementsAre("200/r2/a1"));
+  // A running repeat counts as one to come.
+  trials.push_back(Measured(200, crest::v1::TRIAL_RUNNING, 0));
+  trials.back().set_repeat(2);
+  EXPECT_TRUE(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 2), 1, 5, 0)
+                  .trials.empty());
+}
+
+TEST(PlanModel, TheKneeSearchEndsOnOnePlaceWhenEveryRepeatComesBackFlagged) {
+  // Under load (a sanitizer build, a busy host) crest-bench may flag each
+  // repeat as client-bound. The answer's confirmation then never counts, and
+  // the search must still start runs until max_trials ends it, not wait.
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m}]
+search: {range: [100, 400], initial: 200, max_trials: 12}
+)");
+  KneeSearch knee;
+  std::vector<crest::v1::Trial> trials;
+  int rounds = 0;
+  for (; rounds < 40; ++rounds) {
+    ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, trials, knee, 0, 1, 0, 1);
+    if (plan.finished) break;
+    ASSERT_FALSE(plan.trials.empty()) << "round " << rounds << ": nothing runs, nothing starts";
+    for (const PlannedTrial& p : plan.trials) {
+      const int64_t b = p.parameters.max_batch_size();
+      // The knee at 250: throughput rises to it, preemptions past it.
+      crest::v1::Trial t = Measured(b, crest::v1::TRIAL_OK, b <= 250 ? b : 250 - 2.0 * (b - 250));
+      t.mutable_result()->mutable_daemon()->set_preemptions(b <= 250 ? 0 : b - 250);
+      t.set_repeat(p.repeat);
+      t.set_attempt(p.attempt);
+      if (p.repeat > 0) t.add_flags("client_bound");
+      trials.push_back(std::move(t));
+    }
+  }
+  ASSERT_LT(rounds, 40);
+  EXPECT_LE(trials.size(), 12u);
+  const ModelPlan last = PlanModel(spec, spec.models(0), ModelState{}, trials, knee, 0, 1, 0, 1);
+  // Ended by the search itself, not by the planner's guard against waiting.
+  EXPECT_THAT(last.done_reason.value_or(""), ::testing::HasSubstr("max_trials (12) reached"));
 }
 
 // The second run of maxBatchSize 500, whose first ran on node "a".

@@ -64,9 +64,11 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
     d.reason = absl::StrCat("max_trials (", space.max_points, ") reached");
     return d;
   }
-  // The first round leaves half of max_trials to a knee outside its window.
-  const size_t k =
-      finished.empty() ? knee::FirstRound(space, lookahead) : std::max<size_t>(1, lookahead);
+  // A round never proposes more runs than max_trials leaves, and the first
+  // leaves half of them to a knee outside its window.
+  const size_t k = finished.empty() ? knee::FirstRound(space, lookahead)
+                                    : std::clamp<size_t>(lookahead, 1,
+                                                         space.max_points - RunsMeasured(finished));
   const std::optional<double> wide = knee::WideSpacing(space, lookahead);
   const knee::Reading r = knee::Read(space, finished);
   std::string located;
