@@ -35,14 +35,16 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   if (!strategy.ok()) return std::nullopt;
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
-  const auto finished = FinishedPoints(Slots(trials, model, false, max_attempts),
-                                       std::max<uint32_t>(1, spec.search().repeats()));
+  const auto finished =
+      FinishedPoints(Slots(trials, model, false, max_attempts),
+                     std::max<uint32_t>(1, spec.search().repeats()), space.noise_prior);
   std::optional<SearchAnswer> answer = (*strategy)->Best(space, finished);
   if (!answer) return std::nullopt;
   ChosenPoint chosen;
   chosen.answer = *answer;
   chosen.noise = answer->noise.value_or(space.noise_prior);
   int n = 0;
+  double speed = 0;
   for (const auto& t : trials) {
     if (t.model() != model || t.calibration() || t.rate_search() || !OkTrusted(t) ||
         t.parameters().max_batch_size() != answer->point) {
@@ -52,9 +54,13 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
     chosen.decode_ms += t.result().decode_time().average_ms();
     chosen.qps += t.result().qps();
     chosen.speed_per_client += t.result().generate_speed_per_client();
+    speed += t.result().generate_speed();
     ++n;
   }
   if (n > 0) {
+    // The search compared its points across nodes (node_effects.h); what is
+    // reported, and what calibration is compared with, is what was measured.
+    chosen.answer.objective = speed / n;
     chosen.first_token_ms /= n;
     chosen.decode_ms /= n;
     chosen.qps /= n;

@@ -84,6 +84,27 @@ TEST(ChosenPointOf, TheAnswerWithTheMeansOfItsRuns) {
   EXPECT_FALSE(ChosenPointOf(spec, "m", 0, {}).has_value());
 }
 
+TEST(ChosenPointOf, ComparesPointsAsIfOnOneNodeAndReportsWhatWasMeasured) {
+  // Node "b" runs 20% slower than "a" (both measured 500). 520, measured on
+  // b alone, is then the best point although "a" measured more at 540; the
+  // answer's figure is the run itself, not the node-corrected one.
+  ParsedSpec parsed = ParseAndValidateCampaignSpec(
+      "name: a\nmodels: [{name: m}]\nsearch: {strategy: grid, range: [500, 540], step: 20}\n");
+  ASSERT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
+  auto on = [](Trial t, const std::string& node) {
+    t.set_node(node);
+    return t;
+  };
+  std::vector<Trial> trials = {on(Search(500, 3000), "a"), on(Search(500, 2500, 1), "b"),
+                               on(Search(520, 2700), "b"), on(Search(540, 3050), "a")};
+  ChosenPoint c = Chosen(parsed.spec, trials);
+  EXPECT_EQ(c.answer.point, 520);
+  EXPECT_DOUBLE_EQ(c.answer.objective, 2700);
+  // Within the noise band the nodes count as alike, and 540 stays the best.
+  trials[1] = on(Search(500, 2900, 1), "b");
+  EXPECT_EQ(Chosen(parsed.spec, trials).answer.point, 540);
+}
+
 TEST(EvaluateCalibration, PendingThenKeptWithinTheBand) {
   auto spec = SpecOf("calibrate: true\n");
   std::vector<Trial> trials = Ladder();

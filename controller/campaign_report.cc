@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 
 #include "controller/after_search.h"
+#include "controller/kv_blocks.h"
 #include "controller/trial_outcomes.h"
 
 namespace crest::controller {
@@ -33,6 +34,26 @@ void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
       FinalConfigOf(spec, *chosen, calibration ? &*calibration : nullptr, stored.trials, model);
   *out->mutable_rate_search() =
       EvaluateRateSearch(spec, model, stored.trials, config, chosen->noise, nullptr);
+}
+
+// The nodes the search could compare for `model`, with the factors it used
+// (the spec's noise prior, as the planner: schedule_plan.cc).
+void AddNodeSpeeds(const StoredCampaign& stored, const std::string& model,
+                   crest::v1::ModelReport* out) {
+  const auto& spec = stored.campaign.spec();
+  auto ms = stored.models.find(model);
+  const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
+  const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
+  const auto factors =
+      NodeFactorsOf(Slots(stored.trials, model, /*calibration=*/false, max_attempts),
+                    SearchSpaceFor(spec, blocks).noise_prior);
+  for (const auto& [node, f] : factors) {
+    if (f.shared_runs == 0) continue;
+    auto* speed = out->add_node_speeds();
+    speed->set_node(node);
+    speed->set_factor(f.factor);
+    speed->set_shared_runs(static_cast<uint32_t>(f.shared_runs));
+  }
 }
 
 // The distinct trust flags on the ok search runs of `model`, sorted.
@@ -76,6 +97,7 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
     for (const auto& t : stored.trials) {
       if (t.model() == m.name()) *mr->add_trials() = t;
     }
+    AddNodeSpeeds(stored, m.name(), mr);
     AddAfterSearch(stored, m.name(), mr);
   }
   return report;

@@ -193,6 +193,13 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
     }
     jm["rounds"] = m.rounds();
     jm["strategy"] = m.strategy();
+    if (m.node_speeds_size() > 0) {
+      jm["nodeSpeeds"] = nlohmann::json::array();
+      for (const auto& n : m.node_speeds()) {
+        jm["nodeSpeeds"].push_back(
+            {{"node", n.node()}, {"factor", n.factor()}, {"sharedRuns", n.shared_runs()}});
+      }
+    }
     if (m.has_calibration()) jm["calibration"] = CalibrationJson(m.calibration());
     if (m.has_rate_search()) jm["rate_search"] = RateSearchJson(m.rate_search());
     j["models"].push_back(std::move(jm));
@@ -276,6 +283,18 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
         absl::StrAppend(&out, absl::StrFormat("; confidence %.0f%%", 100 * m.best().confidence()));
       }
       absl::StrAppend(&out, "\n");
+      // Only when a node's figures were corrected: alike nodes say nothing.
+      bool corrected = false;
+      for (const auto& n : m.node_speeds()) corrected |= n.factor() != 1;
+      if (corrected) {
+        std::vector<std::string> speeds;
+        for (const auto& n : m.node_speeds()) {
+          speeds.push_back(
+              absl::StrFormat("%s x%.3f (%d shared runs)", n.node(), n.factor(), n.shared_runs()));
+        }
+        absl::StrAppend(&out, "  node speeds, divided out before points were compared: ",
+                        absl::StrJoin(speeds, ", "), "\n");
+      }
     }
     absl::StrAppend(&out, AfterSearchText(m));
   }

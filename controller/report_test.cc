@@ -90,6 +90,27 @@ TEST(Report, TrustFlagsShowOnlyWhenPresent) {
   EXPECT_EQ(trials[2]["flags"], nlohmann::json::array({"client_bound", "count_mismatch"}));
 }
 
+TEST(Report, NodeSpeedsShowInTheJsonAndInTheTableOnlyWhenOneWasCorrected) {
+  crest::v1::CampaignReport r = Sample();
+  auto add = [&](const std::string& node, double factor, uint32_t runs) {
+    auto* n = r.mutable_models(0)->add_node_speeds();
+    n->set_node(node);
+    n->set_factor(factor);
+    n->set_shared_runs(runs);
+  };
+  add("node-1", 1, 2);
+  add("node-2", 1, 2);
+  EXPECT_EQ(ReportToJson(r)["models"][0]["nodeSpeeds"][1],
+            nlohmann::json({{"node", "node-2"}, {"factor", 1.0}, {"sharedRuns", 2}}));
+  EXPECT_THAT(ReportToTable(r), ::testing::Not(HasSubstr("node speeds")));
+  EXPECT_FALSE(ReportToJson(Sample())["models"][0].contains("nodeSpeeds"));
+  r.mutable_models(0)->mutable_node_speeds(0)->set_factor(1.0712);
+  r.mutable_models(0)->mutable_node_speeds(1)->set_factor(0.9336);
+  EXPECT_THAT(ReportToTable(r),
+              HasSubstr("  node speeds, divided out before points were compared: node-1 x1.071 (2 "
+                        "shared runs), node-2 x0.934 (2 shared runs)\n"));
+}
+
 TEST(Report, AnUntrustedBestIsMarkedAndTheWarningsShow) {
   crest::v1::CampaignReport r = Sample();
   r.mutable_models(0)->mutable_best()->set_untrusted(true);

@@ -106,8 +106,8 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
   };
   auto slots = Slots(trials, model.name(), /*calibration=*/false, max_attempts);
   const size_t lookahead = std::clamp<size_t>(places, 1, parallel);
-  SearchDecision decision =
-      strategy.Decide(space, FinishedPoints(slots, spec.search().repeats()), lookahead);
+  SearchDecision decision = strategy.Decide(
+      space, FinishedPoints(slots, spec.search().repeats(), space.noise_prior), lookahead);
   if (!decision.done) {
     const uint32_t repeats = spec.search().repeats();
     for (int64_t point : decision.wanted) {

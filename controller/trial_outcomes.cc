@@ -28,6 +28,7 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
         s.speed = t.result().generate_speed();
         s.untrusted = t.flags_size() > 0;
         s.neighbours = t.neighbours();
+        s.node = t.node();
         if (t.result().daemon().has_preemptions()) {
           s.preemptions = static_cast<int64_t>(t.result().daemon().preemptions());
         } else {
@@ -61,8 +62,23 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
   return slots;
 }
 
+std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& slots,
+                                                double noise) {
+  std::vector<NodeRun> runs;
+  for (const auto& [key, s] : slots) {
+    if (s.ok && !s.untrusted) runs.push_back({key.first, s.node, s.speed});
+  }
+  return NodeFactors(runs, noise);
+}
+
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
-                                               uint32_t repeats) {
+                                               uint32_t repeats, double node_noise) {
+  std::map<std::string, NodeFactor> factors;
+  if (node_noise > 0) factors = NodeFactorsOf(slots, node_noise);
+  auto factor_of = [&](const std::string& node) {
+    auto it = factors.find(node);
+    return it == factors.end() ? 1.0 : it->second.factor;
+  };
   std::map<int64_t, std::vector<std::pair<uint32_t, const Slot*>>> by_point;
   for (const auto& [key, s] : slots) by_point[key.first].emplace_back(key.second, &s);
   std::map<int64_t, PointOutcome> out;
@@ -85,7 +101,7 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
       ++all_ok;
       all_sum += s->speed;
       if (!s->untrusted) {
-        o.samples.push_back(s->speed);
+        o.samples.push_back(s->speed / factor_of(s->node));
         if (s->neighbours > 0) ++o.beside_neighbours;
       }
       if (s->preemptions) o.preemptions = std::max(o.preemptions.value_or(0), *s->preemptions);

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "controller/node_effects.h"
 #include "controller/search.h"
 #include "controller/store.h"
 #include "crest/v1/controller.pb.h"
@@ -33,6 +34,8 @@ struct Slot {
   bool untrusted = false;
   // Other jobs that ran beside the ok run on its node, at most.
   uint32_t neighbours = 0;
+  // The node of the ok run.
+  std::string node;
 };
 
 // (maxBatchSize, repeat).
@@ -48,9 +51,16 @@ std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const
 // (runs a strategy asked for beyond them count once they end); a point with
 // an infeasible slot is infeasible, else one with a failed slot failed, else
 // its objective is the mean speed over its unflagged ok runs (over all its
-// ok runs, marked untrusted, when every one is flagged).
+// ok runs, marked untrusted, when every one is flagged). With `node_noise`
+// (a run's relative noise) above 0, each unflagged run's speed is divided by
+// its node's factor first (node_effects.h): points compare as if measured on
+// one node.
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
-                                               uint32_t repeats);
+                                               uint32_t repeats, double node_noise = 0);
+
+// Node -> factor (node_effects.h) from the unflagged ok runs of `slots`, for
+// a run's relative noise `noise`.
+std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& slots, double noise);
 
 // Best configuration of a model from its ok search trials: the
 // point whose mean GenerateSpeed over repeats is highest (nullopt: none ok),

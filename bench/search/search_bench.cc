@@ -4,7 +4,9 @@
 // profiles, MaxOutputLen values and npuMemSize values. Truth is the
 // noise-free curve on a fine grid. Prints, per strategy, the benchmark runs
 // used, the rounds with 1, 2 and 4 nodes, and the found point's true
-// throughput as a share of the true peak. docs/search.md shows the table.
+// throughput as a share of the true peak. docs/search.md shows the table;
+// --slots-projection and --node-spread print its "Slots" and "Nodes that
+// differ" tables instead.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +27,7 @@
 #include "common/paths.h"
 #include "controller/kv_blocks.h"
 #include "controller/search.h"
+#include "controller/trial_outcomes.h"
 #include "sim/kv_cache.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
@@ -34,6 +38,8 @@ using crest::controller::Outcomes;
 using crest::controller::PointOutcome;
 using crest::controller::SearchSpace;
 using crest::controller::SearchStrategy;
+using crest::controller::Slot;
+using crest::controller::SlotKey;
 
 struct Case {
   crest::sim::Profile profile;
@@ -135,15 +141,31 @@ struct Play {
   std::string trace;  // "point:throughput/preemptions" of every run, in order
 };
 
-// Synchronous rounds on `nodes` nodes: each round measures what the strategy
-// wants, at most one run per node.
+// Where a play's runs go: `places` run at once, place i on host i % hosts
+// (every host's first slot first, as the controller orders places), host h
+// measuring `speed[h]` times the simulator's figure (a cluster whose nodes
+// differ; empty: alike). `adjust`: compare points within a node first, as
+// the controller does (node_effects.h); off, the raw figures compare.
+struct Cluster {
+  size_t places = 1;
+  size_t hosts = 1;
+  std::vector<double> speed;
+  bool adjust = true;
+};
+
+// Synchronous rounds on `cluster`: each round measures what the strategy
+// wants, at most one run per place; a repeat goes to a host that has not
+// measured the point when one is free (AssignNodes).
 Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
-             size_t nodes, bool signal) {
+             const Cluster& cluster, bool signal) {
   Play play;
   play.seconds = bench.StartupSeconds();
+  std::map<SlotKey, Slot> slots;
   Outcomes finished;
+  const size_t places = std::max<size_t>(1, cluster.places);
+  const size_t hosts = std::clamp<size_t>(cluster.hosts, 1, places);
   for (int guard = 0; guard < 200; ++guard) {
-    auto d = strategy.Decide(space, finished, nodes);
+    auto d = strategy.Decide(space, finished, places);
     if (d.done) {
       absl::StrAppend(&play.trace, " [", d.reason, "]");
       break;
@@ -152,37 +174,54 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
     for (int64_t p : d.wanted) {
       auto want = std::max<size_t>(1, d.runs.count(p) != 0 ? d.runs.at(p) : 1);
       size_t have = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
-      for (; have < want && round.size() < nodes; ++have) round.push_back(p);
+      for (; have < want && round.size() < places; ++have) round.push_back(p);
     }
     if (round.empty()) break;
     ++play.rounds;
     double longest = 0;
     for (int64_t p : round) longest = std::max(longest, bench.At(p).elapsed);
     play.seconds += bench.StartupSeconds() + longest;
-    if (nodes > 1) play.trace += " |";
+    if (places > 1) play.trace += " |";
+    std::vector<bool> taken(places, false);
     for (int64_t p : round) {
-      size_t repeat = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
-      PointOutcome m = bench.Measure(p, seed, repeat, signal);
-      ++play.runs;
-      absl::StrAppend(&play.trace, " ", p, ":", std::lround(m.samples[0]));
-      if (m.preemptions) absl::StrAppend(&play.trace, "/", *m.preemptions);
-      auto it = finished.find(p);
-      if (it == finished.end()) {
-        finished[p] = m;
-        continue;
+      uint32_t repeat = 0;
+      std::set<std::string> measured_on;
+      for (auto it = slots.lower_bound({p, 0}); it != slots.end() && it->first.first == p; ++it) {
+        ++repeat;
+        measured_on.insert(it->second.node);
       }
-      PointOutcome& o = it->second;
-      o.samples.push_back(m.samples[0]);
-      ++o.runs;
-      double sum = 0;
-      for (double v : o.samples) sum += v;
-      o.objective = sum / static_cast<double>(o.samples.size());
-      if (m.preemptions) o.preemptions = std::max(*o.preemptions, *m.preemptions);
+      size_t place = places;
+      for (int pass = 0; pass < 2 && place == places; ++pass) {
+        for (size_t i = 0; i < places && place == places; ++i) {
+          if (!taken[i] && (pass == 1 || measured_on.count(absl::StrCat("n", i % hosts)) == 0)) {
+            place = i;
+          }
+        }
+      }
+      taken[place] = true;
+      const size_t host = place % hosts;
+      PointOutcome m = bench.Measure(p, seed, repeat, signal);
+      Slot& run = slots[{p, repeat}];
+      run.attempts = 1;
+      run.ok = true;
+      run.speed = m.samples[0] * (host < cluster.speed.size() ? cluster.speed[host] : 1.0);
+      run.preemptions = m.preemptions;
+      run.node = absl::StrCat("n", host);
+      ++play.runs;
+      absl::StrAppend(&play.trace, " ", p, ":", std::lround(run.speed));
+      if (m.preemptions) absl::StrAppend(&play.trace, "/", *m.preemptions);
     }
+    finished = FinishedPoints(slots, 1, cluster.adjust ? space.noise_prior : 0);
   }
   auto best = strategy.Best(space, finished);
   play.found = best ? best->point : 0;
   return play;
+}
+
+// `nodes` alike hosts of one place each.
+Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
+             size_t nodes, bool signal) {
+  return PlayOut(strategy, space, bench, seed, Cluster{nodes, nodes, {}, true}, signal);
 }
 
 double Quantile(std::vector<double> v, double q) {
@@ -215,7 +254,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "cases simulated at once");
   app.add_flag("--verbose", verbose, "one line per case");
   bool trace = false;
-  app.add_flag("--trace", trace, "print every run of each seed (1 node) and the point found");
+  app.add_flag("--trace", trace,
+               "print every run of each seed (1 node) and the point found; with --node-spread, "
+               "the seeds whose search found below 97% of the peak, both plays");
   size_t trace_nodes = 1;
   app.add_option("--trace-nodes", trace_nodes,
                  "nodes (places) of the runs --trace prints ('|' starts a round)");
@@ -225,6 +266,12 @@ int main(int argc, char** argv) {
   app.add_flag("--slots-projection", projection,
                "instead of the table: each case's campaign wall-clock at time scale 1 with 1, 4, "
                "8 and 32 places (1 server x 1 slot, 4 x 1, 1 x 8, 4 x 8)");
+  double node_spread = 0;
+  app.add_option("--node-spread", node_spread,
+                 "instead of the table: nodes that differ, their speeds spread evenly over "
+                 "1 -+ S/2 (S = 0.1: 0.95 to 1.05); found/peak with 2 and 4 nodes, points "
+                 "compared within a node first (the controller's way) against raw figures")
+      ->check(CLI::Range(0.0, 1.0));
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
   auto share = crest::ShareDir();
   if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
@@ -302,6 +349,56 @@ int main(int argc, char** argv) {
                           s.max_points = 40;
                           return s;
                         }});
+  if (node_spread > 0) {
+    std::printf(
+        "nodes whose speeds spread over %.3f to %.3f, %zu cases x %d seeds (%d to %d)\n"
+        "| strategy | nodes | found/peak, within a node first: median / worst | raw figures: "
+        "median / worst | runs median / max (first / raw) |\n|---|---|---|---|---|\n",
+        1 - node_spread / 2, 1 + node_spread / 2, cases.size(), seeds, first_seed,
+        first_seed + seeds - 1);
+    for (const auto& st : strategies) {
+      if (st.label.rfind("knee", 0) != 0) continue;
+      for (size_t nodes : {2, 4}) {
+        std::vector<double> adjusted, raw, runs_adjusted, runs_raw;
+        for (const Case& c : cases) {
+          Bench bench(c);
+          const double peak = bench.Peak().second;
+          const SearchSpace space = st.adjust(c.space);
+          for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
+            // Which node is the fast one changes with the seed.
+            Cluster cluster{nodes, nodes, {}, true};
+            for (size_t h = 0; h < nodes; ++h) {
+              const size_t rank = (h + static_cast<size_t>(seed)) % nodes;
+              cluster.speed.push_back(1 - node_spread / 2 +
+                                      node_spread * static_cast<double>(rank) /
+                                          static_cast<double>(nodes - 1));
+            }
+            const auto u = static_cast<uint64_t>(seed);
+            Play a = PlayOut(*st.impl, space, bench, u, cluster, st.signal);
+            cluster.adjust = false;
+            Play r = PlayOut(*st.impl, space, bench, u, cluster, st.signal);
+            adjusted.push_back(a.found > 0 ? bench.Truth(a.found) / peak : 0);
+            if (trace && adjusted.back() < 0.97) {
+              std::printf(
+                  "%s mem %.0f out %d seed %d nodes %zu:%s -> %lld (%.2f%%); raw:%s -> %lld\n",
+                  c.profile.name.c_str(), c.npu_mem, c.max_output, seed, nodes, a.trace.c_str(),
+                  static_cast<long long>(a.found), 100 * adjusted.back(), r.trace.c_str(),
+                  static_cast<long long>(r.found));
+            }
+            raw.push_back(r.found > 0 ? bench.Truth(r.found) / peak : 0);
+            runs_adjusted.push_back(static_cast<double>(a.runs));
+            runs_raw.push_back(static_cast<double>(r.runs));
+          }
+        }
+        std::printf(
+            "| %s | %zu | %.2f%% / %.2f%% | %.2f%% / %.2f%% | %.0f / %.0f (%.0f / %.0f) |\n",
+            st.label.c_str(), nodes, 100 * Quantile(adjusted, 0.5), 100 * Quantile(adjusted, 0),
+            100 * Quantile(raw, 0.5), 100 * Quantile(raw, 0), Quantile(runs_adjusted, 0.5),
+            Quantile(runs_adjusted, 1), Quantile(runs_raw, 0.5), Quantile(runs_raw, 1));
+      }
+    }
+    return 0;
+  }
   if (projection) {
     std::printf(
         "| case | strategy | places | rounds med/max | hours med/max | vs 1 place (or 4) | "
@@ -319,7 +416,10 @@ int main(int argc, char** argv) {
         for (size_t places : {1, 4, 8, 32}) {
           std::vector<double> rounds, hours, shares;
           for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
-            Play p = PlayOut(*st.impl, space, bench, static_cast<uint64_t>(seed), places, true);
+            // 8 places are one server's slots; 32, four servers' (one host each).
+            const size_t hosts = places == 8 ? 1 : places == 32 ? 4 : places;
+            Play p = PlayOut(*st.impl, space, bench, static_cast<uint64_t>(seed),
+                             Cluster{places, hosts, {}, true}, true);
             rounds.push_back(static_cast<double>(p.rounds));
             hours.push_back(p.seconds / 3600);
             shares.push_back(p.found > 0 ? bench.Truth(p.found) / peak : 0);
