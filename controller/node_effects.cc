@@ -35,13 +35,13 @@ std::map<std::string, NodeFactor> NodeFactors(const std::vector<NodeRun>& runs, 
   for (const NodeRun& r : runs) {
     out.emplace(r.node, NodeFactor{});
     node_index.emplace(r.node, node_index.size());
-    nodes_at[r.point].insert(r.node);
+    if (r.speed > 0) nodes_at[r.point].insert(r.node);
   }
   // Only a point that two nodes measured says anything about either node;
   // a point of one node is its own effect plus the node's, inseparably.
   std::vector<const NodeRun*> shared;
   for (const NodeRun& r : runs) {
-    if (nodes_at[r.point].size() > 1 && r.speed > 0) shared.push_back(&r);
+    if (r.speed > 0 && nodes_at[r.point].size() > 1) shared.push_back(&r);
   }
   if (shared.empty()) return out;
   std::vector<size_t> parent(node_index.size());

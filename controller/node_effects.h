@@ -33,8 +33,9 @@ struct NodeFactor {
 };
 
 // Node -> factor for every node of `runs`; `noise` is the relative noise of
-// one run (the band a factor must exceed: two standard errors of the node's
-// contrast with the others). A factor stays 1 within the band.
+// one run (the band a factor must exceed: three standard errors of the
+// node's contrast with the others). A factor stays 1 within the band and is
+// shrunk towards 1 past it (node_effects.cc).
 std::map<std::string, NodeFactor> NodeFactors(const std::vector<NodeRun>& runs, double noise);
 
 }  // namespace crest::controller

@@ -122,16 +122,11 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
         auto it = slots.find({point, r});
         Slot slot = it == slots.end() ? Slot{} : it->second;
         if (slot.infeasible || slot.failed) break;  // the point has its outcome
-        if (slot.running || (slot.ok && !slot.untrusted)) {
-          ++counted;
-          continue;
+        if (slot.ok && slot.untrusted && r >= repeats) continue;
+        if (!slot.ok && !slot.running &&
+            !launch(SearchParametersAt(spec, point), r, slot.attempts + 1)) {
+          break;
         }
-        if (slot.ok && r >= repeats) continue;
-        if (slot.ok) {
-          ++counted;
-          continue;
-        }
-        if (!launch(SearchParametersAt(spec, point), r, slot.attempts + 1)) break;
         ++counted;
       }
     }

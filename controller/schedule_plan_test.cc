@@ -121,57 +121,48 @@ class WantsRuns final : public SearchStrategy {
   uint32_t runs_;
 };
 
-TEST(PlanModel, StartsTheExtraRunsAStrategyAsksFor) {
+// The plan of a model searched by `strategy` (parallel 3) after `trials`,
+// with `running` of its jobs running and `free` places free.
+ModelPlan PlanWanting(const WantsRuns& strategy, const std::vector<crest::v1::Trial>& trials,
+                      int running = 0, size_t free = 5) {
   auto spec = PlanSpec(R"(name: p
 models: [{name: m, parallel: 3}]
 search: {range: [100, 400], initial: 100}
 )");
+  return PlanModel(spec, spec.models(0), ModelState{}, trials, strategy, running, free, 0);
+}
+
+TEST(PlanModel, StartsTheExtraRunsAStrategyAsksFor) {
   std::vector<crest::v1::Trial> trials = {Measured(200, crest::v1::TRIAL_OK, 10)};
-  ModelPlan plan =
-      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 3), 0, 5, 0);
-  EXPECT_THAT(Planned(plan), ElementsAre("200/r1/a1", "200/r2/a1"));
+  EXPECT_THAT(Planned(PlanWanting(WantsRuns(200, 3), trials)),
+              ElementsAre("200/r1/a1", "200/r2/a1"));
   // Fewer runs than the spec's repeats asks for nothing more.
-  EXPECT_TRUE(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 1, 5, 0)
-                  .trials.empty());
+  EXPECT_TRUE(PlanWanting(WantsRuns(200, 1), trials, /*running=*/1).trials.empty());
 }
 
 TEST(PlanModel, EndsAModelWhoseStrategyWantsOnlyRunsThatHaveEnded) {
   // Nothing runs and nothing would ever start: waiting would hang the
   // campaign, so the model ends and says why.
-  auto spec = PlanSpec(R"(name: p
-models: [{name: m, parallel: 3}]
-search: {range: [100, 400], initial: 100}
-)");
   std::vector<crest::v1::Trial> trials = {Measured(200, crest::v1::TRIAL_OK, 10)};
-  ModelPlan idle =
-      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 0, 5, 0);
+  ModelPlan idle = PlanWanting(WantsRuns(200, 1), trials);
   EXPECT_TRUE(idle.finished);
   EXPECT_EQ(idle.done_reason, "the wants-runs search wants only runs that have ended (200)");
   // Something still runs, or no place is free: the next plan may differ.
-  EXPECT_FALSE(
-      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 1, 5, 0).finished);
-  EXPECT_FALSE(
-      PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 1), 0, 0, 0).finished);
+  EXPECT_FALSE(PlanWanting(WantsRuns(200, 1), trials, /*running=*/1).finished);
+  EXPECT_FALSE(PlanWanting(WantsRuns(200, 1), trials, /*running=*/0, /*free=*/0).finished);
 }
 
 TEST(PlanModel, AFlaggedRunIsMadeUpByAnotherRepeat) {
   // The strategy wants trusted runs: a flagged one is no evidence (trial_trust.h).
-  auto spec = PlanSpec(R"(name: p
-models: [{name: m, parallel: 3}]
-search: {range: [100, 400], initial: 100}
-)");
   std::vector<crest::v1::Trial> trials = {Measured(200, crest::v1::TRIAL_OK, 10),
                                           Measured(200, crest::v1::TRIAL_OK, 11)};
   trials[1].set_repeat(1);
   trials[1].add_flags("client_bound");
-  EXPECT_THAT(
-      Planned(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 2), 0, 5, 0)),
-      ElementsAre("200/r2/a1"));
+  EXPECT_THAT(Planned(PlanWanting(WantsRuns(200, 2), trials)), ElementsAre("200/r2/a1"));
   // A running repeat counts as one to come.
   trials.push_back(Measured(200, crest::v1::TRIAL_RUNNING, 0));
   trials.back().set_repeat(2);
-  EXPECT_TRUE(PlanModel(spec, spec.models(0), ModelState{}, trials, WantsRuns(200, 2), 1, 5, 0)
-                  .trials.empty());
+  EXPECT_TRUE(PlanWanting(WantsRuns(200, 2), trials, /*running=*/1).trials.empty());
 }
 
 TEST(PlanModel, TheKneeSearchEndsOnOnePlaceWhenEveryRepeatComesBackFlagged) {
