@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,14 +36,17 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   if (!strategy.ok()) return std::nullopt;
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
+  const auto slots = Slots(trials, model, false, max_attempts);
   const auto finished =
-      FinishedPoints(Slots(trials, model, false, max_attempts),
-                     std::max<uint32_t>(1, spec.search().repeats()), space.noise_prior);
+      FinishedPoints(slots, std::max<uint32_t>(1, spec.search().repeats()), space.noise_prior);
   std::optional<SearchAnswer> answer = (*strategy)->Best(space, finished);
   if (!answer) return std::nullopt;
   ChosenPoint chosen;
   chosen.answer = *answer;
   chosen.noise = answer->noise.value_or(space.noise_prior);
+  for (const auto& [node, f] : NodeFactorsOf(slots, space.noise_prior)) {
+    chosen.node_factors[node] = f.factor;
+  }
   int n = 0;
   double speed = 0;
   for (const auto& t : trials) {
@@ -55,6 +59,7 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
     chosen.qps += t.result().qps();
     chosen.speed_per_client += t.result().generate_speed_per_client();
     speed += t.result().generate_speed();
+    chosen.runs.push_back({answer->point, t.node(), t.result().generate_speed()});
     ++n;
   }
   if (n > 0) {
@@ -110,7 +115,7 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
   const uint32_t runs = CalibrationRuns(spec);
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   auto slots = Slots(trials, model, /*calibration=*/true, max_attempts);
-  std::vector<double> after;
+  std::vector<NodeRun> after;
   uint32_t ended = 0;
   for (uint32_t rep = 0; rep < runs; ++rep) {
     auto it = slots.find({point, rep});
@@ -124,7 +129,7 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
     }
     if (s.ok) {
       ++ended;
-      if (!s.untrusted) after.push_back(s.speed);
+      if (!s.untrusted) after.push_back({point, s.node, s.speed});
     }
   }
   if (ended < runs) {
@@ -137,26 +142,51 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
     r.set_reason("every calibrated run was flagged (docs/search.md): supportSelectBatch stays off");
     return r;
   }
-  double mean = 0;
-  for (double v : after) mean += v;
-  mean /= static_cast<double>(after.size());
+  // What was measured, and the same runs each divided by its node's factor:
+  // the verdict compares the latter, as if every run had been on one node.
+  // The two differ only when the runs' nodes do.
+  std::set<double> factors;
+  auto means = [&](const std::vector<NodeRun>& runs) {
+    std::pair<double, double> m{0, 0};  // measured, within a node
+    for (const NodeRun& run : runs) {
+      auto it = chosen.node_factors.find(run.node);
+      const double f = it == chosen.node_factors.end() ? 1.0 : it->second;
+      factors.insert(f);
+      m.first += run.speed;
+      m.second += run.speed / f;
+    }
+    m.first /= static_cast<double>(runs.size());
+    m.second /= static_cast<double>(runs.size());
+    return m;
+  };
+  const auto [before_measured, before] =
+      chosen.runs.empty() ? std::pair{chosen.answer.objective, chosen.answer.objective}
+                          : means(chosen.runs);
+  const auto [mean, after_within] = means(after);
   r.set_generate_speed_after(mean);
   r.set_runs_after(static_cast<uint32_t>(after.size()));
   const double band = NoiseBand(chosen.noise, chosen.answer.runs, after.size());
   r.set_band(band);
-  const double change = chosen.answer.objective > 0 ? mean / chosen.answer.objective - 1 : 0;
-  if (FellBeyond(chosen.answer.objective, mean, band)) {
+  const double change = before > 0 ? after_within / before - 1 : 0;
+  r.set_change(change);
+  const std::string figures =
+      factors.size() > 1
+          ? absl::StrFormat(
+                "%.1f -> %.1f tokens/s as measured, on nodes whose speeds differ: compared "
+                "with each run divided by its node's speed",
+                before_measured, mean)
+          : absl::StrFormat("%.1f -> %.1f tokens/s", before_measured, mean);
+  if (FellBeyond(before, after_within, band)) {
     r.set_outcome("dropped");
     r.set_reason(absl::StrFormat(
-        "throughput fell %.1f%% with supportSelectBatch (%.1f -> %.1f tokens/s), beyond the "
-        "noise band of %.1f%%: supportSelectBatch stays off",
-        -100 * change, chosen.answer.objective, mean, 100 * band));
+        "throughput fell %.1f%% with supportSelectBatch (%s), beyond the noise band of %.1f%%: "
+        "supportSelectBatch stays off",
+        -100 * change, figures, 100 * band));
   } else {
     r.set_outcome("kept");
     r.set_reason(absl::StrFormat(
-        "throughput %s %.1f%% with supportSelectBatch (%.1f -> %.1f tokens/s; noise band %.1f%%)",
-        change >= 0 ? "rose" : "fell only", 100 * std::abs(change), chosen.answer.objective, mean,
-        100 * band));
+        "throughput %s %.1f%% with supportSelectBatch (%s; noise band %.1f%%)",
+        change >= 0 ? "rose" : "fell only", 100 * std::abs(change), figures, 100 * band));
   }
   return r;
 }

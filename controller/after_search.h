@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "controller/node_effects.h"
 #include "controller/search.h"
 #include "crest/v1/controller.pb.h"
 
@@ -26,6 +28,12 @@ struct ChosenPoint {
   double speed_per_client = 0;
   // Relative noise of one run: measured by the search, else its prior.
   double noise = 0.02;
+  // The answer's trusted runs with their nodes, and each node's speed as the
+  // search estimated it (node_effects.h; 1 where no factor applies): the
+  // calibration runs on the answer's nodes first and is compared with the
+  // answer within a node.
+  std::vector<NodeRun> runs;
+  std::map<std::string, double> node_factors;
 };
 
 // The search's answer for `model` (SearchStrategy::Best over its search
@@ -46,7 +54,10 @@ uint32_t CalibrationRuns(const crest::v1::CampaignSpec& spec);
 // The calibration of `model` as recorded (spec.calibrate() set): "skipped"
 // in text mode or without latencies, "pending" while runs are missing,
 // "dropped" when a calibrated run failed or the calibrated mean fell below
-// the search's by more than the noise band, else "kept".
+// the search's by more than the noise band, else "kept". Before and after
+// are compared with each run divided by its node's factor (a calibrated run
+// on a faster node than the answer's would hide a fall); the figures
+// reported are the measured ones.
 crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& spec,
                                                  const std::string& model,
                                                  const std::vector<crest::v1::Trial>& trials,

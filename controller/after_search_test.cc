@@ -13,6 +13,7 @@ namespace crest::controller {
 namespace {
 
 using crest::v1::Trial;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 crest::v1::CampaignSpec SpecOf(const std::string& extra) {
@@ -156,6 +157,51 @@ TEST(EvaluateCalibration, DroppedBeyondTheBandOrWhenTheRunFailed) {
   EXPECT_EQ(EvaluateCalibration(spec, "m", flagged, c).outcome(), "dropped");
 }
 
+TEST(EvaluateCalibration, ComparesWithinANodeWhenTheNodesDiffer) {
+  // Node "a" measures 20% faster than "b" at 500 and 540, and the answer,
+  // 520, ran on b. A calibrated run of 2800 on b is a rise; the same figure
+  // on a is a fall, since a would have measured the answer faster too.
+  ParsedSpec parsed = ParseAndValidateCampaignSpec(
+      "name: a\nmodels: [{name: m}]\nsearch: {strategy: grid, range: [500, 540], step: 20}\n"
+      "calibrate: true\n");
+  ASSERT_TRUE(parsed.problems.empty()) << FormatProblems(parsed.problems);
+  const auto& spec = parsed.spec;
+  auto on = [](Trial t, const std::string& node) {
+    t.set_node(node);
+    return t;
+  };
+  std::vector<Trial> trials = {on(Search(500, 3000), "a"), on(Search(500, 2500, 1), "b"),
+                               on(Search(520, 2700), "b"), on(Search(540, 3050), "a"),
+                               on(Search(540, 2540, 1), "b")};
+  ChosenPoint c = Chosen(spec, trials);
+  ASSERT_EQ(c.answer.point, 520);
+  ASSERT_EQ(c.runs.size(), 1u);
+  EXPECT_EQ(c.runs[0].node, "b");
+  ASSERT_GT(c.node_factors["a"], 1.1 * c.node_factors["b"]);
+  auto calibrated_on = [&](const std::string& node) {
+    Trial t = on(Calibrated(2800), node);
+    t.mutable_parameters()->set_max_batch_size(520);
+    t.mutable_parameters()->set_max_prefill_batch_size(260);
+    std::vector<Trial> with = trials;
+    with.push_back(t);
+    return EvaluateCalibration(spec, "m", with, c);
+  };
+  auto same_node = calibrated_on("b");
+  EXPECT_EQ(same_node.outcome(), "kept");
+  EXPECT_NEAR(same_node.change(), 2800.0 / 2700 - 1, 1e-9);
+  EXPECT_THAT(same_node.reason(),
+              HasSubstr("rose 3.7% with supportSelectBatch (2700.0 -> 2800.0 tokens/s;"));
+  auto faster_node = calibrated_on("a");
+  EXPECT_EQ(faster_node.outcome(), "dropped");
+  EXPECT_NEAR(faster_node.change(), (2800 / c.node_factors["a"]) / (2700 / c.node_factors["b"]) - 1,
+              1e-9);
+  // The figures stay as measured; the reason says why they are not compared as such.
+  EXPECT_DOUBLE_EQ(faster_node.generate_speed_before(), 2700);
+  EXPECT_DOUBLE_EQ(faster_node.generate_speed_after(), 2800);
+  EXPECT_THAT(faster_node.reason(), HasSubstr("2700.0 -> 2800.0 tokens/s as measured, on nodes "
+                                              "whose speeds differ"));
+}
+
 TEST(EvaluateCalibration, RepeatsAreAveragedAndAnInterruptedRunIsPending) {
   auto spec = SpecOf(
       "search: {strategy: practice, range: [100, 300], initial: 100, repeats: 2}\n"
@@ -292,9 +338,12 @@ TEST(PlanModel, CalibratesTheAnswerThenSearchesTheRateOnOneNode) {
   const ModelState state;
   std::vector<Trial> trials = Ladder();
   // The ladder fell at 300: calibrate the answer, 200, with select batch.
+  trials[1].set_node("b");  // the answer's run
   ModelPlan plan = PlanModel(spec, spec.models(0), state, trials, practice, 0, 3, 0);
   ASSERT_EQ(plan.trials.size(), 1u);
   EXPECT_TRUE(plan.trials[0].calibration);
+  EXPECT_THAT(plan.trials[0].prefer_on, ElementsAre("b"));
+  EXPECT_TRUE(plan.trials[0].measured_on.empty());
   EXPECT_EQ(plan.trials[0].parameters.max_batch_size(), 200);
   EXPECT_TRUE(plan.trials[0].parameters.support_select_batch());
   EXPECT_FALSE(plan.done_reason.has_value());

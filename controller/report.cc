@@ -37,6 +37,7 @@ nlohmann::json CalibrationJson(const crest::v1::CalibrationReport& c) {
   const bool measured = c.outcome() == "kept" || c.runs_after() > 0;
   j["GenerateSpeedAfter"] = measured ? nlohmann::json(c.generate_speed_after()) : nullptr;
   j["runsAfter"] = c.runs_after();
+  j["change"] = measured ? nlohmann::json(c.change()) : nullptr;
   j["band"] = c.band();
   return j;
 }

@@ -157,6 +157,7 @@ crest::v1::CampaignReport AfterSearchSample() {
   c->set_runs_before(1);
   c->set_runs_after(1);
   c->set_band(0.0566);
+  c->set_change(0.0101);
   c->set_reason("throughput rose 1.0%");
   auto* rs = m->mutable_rate_search();
   rs->set_max_batch_size(500);
@@ -190,6 +191,7 @@ TEST(Report, CalibrationAndRateCurveInTheJson) {
   EXPECT_TRUE(m["calibration"]["kept"].get<bool>());
   EXPECT_DOUBLE_EQ(m["calibration"]["GenerateSpeedBefore"].get<double>(), 2980.3);
   EXPECT_DOUBLE_EQ(m["calibration"]["GenerateSpeedAfter"].get<double>(), 3010.5);
+  EXPECT_DOUBLE_EQ(m["calibration"]["change"].get<double>(), 0.0101);
   EXPECT_EQ(m["calibration"]["prefillTimeMsPerReq"], 100);
   const auto& r = m["rate_search"];
   EXPECT_DOUBLE_EQ(r["bestRate"].get<double>(), 8);
@@ -210,6 +212,7 @@ TEST(Report, CalibrationAndRateCurveInTheJson) {
   nlohmann::json s = ReportToJson(skipped)["models"][0]["calibration"];
   EXPECT_FALSE(s["kept"].get<bool>());
   EXPECT_FALSE(s.contains("GenerateSpeedAfter"));
+  EXPECT_FALSE(s.contains("change"));
 }
 
 TEST(Report, TableShowsBothCalibrationFiguresAndTheRateCurve) {

@@ -156,9 +156,16 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
         Slot slot = it == cal_slots.end() ? Slot{} : it->second;
         if (slot.ok || slot.running) continue;
         if (launch(CalibrationParameters(spec, *chosen), r, slot.attempts + 1)) {
-          // Compared with the search's runs, not a confirmation of them: any node.
-          plan.trials.back().calibration = true;
-          plan.trials.back().measured_on.clear();
+          // Compared with the search's runs, not a confirmation of them: on
+          // a node that measured the answer when one is free.
+          PlannedTrial& t = plan.trials.back();
+          t.calibration = true;
+          t.measured_on.clear();
+          for (const NodeRun& run : chosen->runs) {
+            if (std::find(t.prefer_on.begin(), t.prefer_on.end(), run.node) == t.prefer_on.end()) {
+              t.prefer_on.push_back(run.node);
+            }
+          }
         }
       }
       return plan;
@@ -248,7 +255,10 @@ std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
         const std::string node = ParsePlace(free_nodes[i]).node;
         const bool measured =
             std::find(t.measured_on.begin(), t.measured_on.end(), node) != t.measured_on.end();
-        if (pass == 0 && measured) continue;
+        const bool preferred =
+            t.prefer_on.empty() ||
+            std::find(t.prefer_on.begin(), t.prefer_on.end(), node) != t.prefer_on.end();
+        if (pass == 0 && (measured || !preferred)) continue;
         for (const auto& a : agents) {
           if (a.node_name() == node && RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
             taken[i] = true;

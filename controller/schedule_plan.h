@@ -33,6 +33,9 @@ struct PlannedTrial {
   // Nodes that measured this point already: a repeat goes to another node
   // when one is free, so that a final answer is confirmed on a second node.
   std::vector<std::string> measured_on;
+  // Nodes to run on first when one is free: a calibration runs where its
+  // answer was measured, so that before and after compare on one node.
+  std::vector<std::string> prefer_on;
 };
 
 struct ModelPlan {
@@ -84,8 +87,8 @@ absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,
 
 // The node for each of `trials`, in order: the first of `free_nodes` not
 // taken yet whose agent accepts the trial's point, preferring one not in its
-// `measured_on`, or "" when none does (the trial waits for a node that
-// accepts it).
+// `measured_on` and, when it has any, one in its `prefer_on`, or "" when
+// none does (the trial waits for a node that accepts it).
 std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
                                      const std::vector<PlannedTrial>& trials,
                                      const std::vector<std::string>& free_nodes,

@@ -220,6 +220,22 @@ TEST(AssignNodes, ARepeatPrefersANodeThatHasNotMeasuredThePoint) {
   EXPECT_THAT(AssignNodes(spec, {repeat}, {"a"}, agents), ElementsAre("a"));
 }
 
+TEST(AssignNodes, ACalibrationPrefersANodeThatMeasuredItsAnswer) {
+  auto spec = PlanSpec("name: p\nmodels: [{name: m}]\n");
+  std::vector<crest::v1::AgentInfo> agents(3);
+  agents[0].set_node_name("a");
+  agents[1].set_node_name("b");
+  agents[2].set_node_name("c");
+  agents[2].set_slots(2);
+  PlannedTrial calibration;
+  calibration.calibration = true;
+  calibration.parameters.set_max_batch_size(500);
+  calibration.prefer_on = {"c"};
+  EXPECT_THAT(AssignNodes(spec, {calibration}, {"a", "b", "c#1"}, agents), ElementsAre("c#1"));
+  // Its nodes are busy: any free node rather than wait.
+  EXPECT_THAT(AssignNodes(spec, {calibration}, {"a", "b"}, agents), ElementsAre("a"));
+}
+
 TEST(FreeEligibleNodes, ListedOrderElseAgentOrderSkippingBusyAndLost) {
   std::vector<crest::v1::AgentInfo> agents;
   for (const char* name : {"a", "b", "c", "d"}) {

@@ -143,6 +143,10 @@ calibrate: true
 )");
   ExpectCalibratedRunAtTheAnswer(costly);
   const auto& c = costly["calibration"];
+  // One node: the change compared is the measured one.
+  EXPECT_NEAR(c["change"].get<double>(),
+              c["GenerateSpeedAfter"].get<double>() / c["GenerateSpeedBefore"].get<double>() - 1,
+              1e-9);
   const bool fell = c["GenerateSpeedAfter"].get<double>() <
                     c["GenerateSpeedBefore"].get<double>() * (1 - c["band"].get<double>());
   EXPECT_EQ(c["outcome"], fell ? "dropped" : "kept") << c.dump(2);
