@@ -241,6 +241,28 @@ absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,
   return absl::InvalidArgumentError(FormatProblems(problems));
 }
 
+std::optional<size_t> PickPlace(const std::vector<std::string>& free_places,
+                                std::vector<bool>& taken,
+                                const std::vector<std::string>& measured_on,
+                                const std::vector<std::string>& prefer_on,
+                                absl::FunctionRef<bool(const std::string& node)> accepts) {
+  auto listed = [](const std::vector<std::string>& nodes, const std::string& node) {
+    return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < free_places.size(); ++i) {
+      if (taken[i]) continue;
+      const std::string node = ParsePlace(free_places[i]).node;
+      const bool preferred =
+          !listed(measured_on, node) && (prefer_on.empty() || listed(prefer_on, node));
+      if ((pass == 0 && !preferred) || !accepts(node)) continue;
+      taken[i] = true;
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
                                      const std::vector<PlannedTrial>& trials,
                                      const std::vector<std::string>& free_nodes,
@@ -248,26 +270,14 @@ std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
   std::vector<std::string> out;
   std::vector<bool> taken(free_nodes.size(), false);
   for (const PlannedTrial& t : trials) {
-    std::string chosen;
-    for (int pass = 0; pass < 2 && chosen.empty(); ++pass) {
-      for (size_t i = 0; i < free_nodes.size() && chosen.empty(); ++i) {
-        if (taken[i]) continue;
-        const std::string node = ParsePlace(free_nodes[i]).node;
-        const bool measured =
-            std::find(t.measured_on.begin(), t.measured_on.end(), node) != t.measured_on.end();
-        const bool preferred =
-            t.prefer_on.empty() ||
-            std::find(t.prefer_on.begin(), t.prefer_on.end(), node) != t.prefer_on.end();
-        if (pass == 0 && (measured || !preferred)) continue;
-        for (const auto& a : agents) {
-          if (a.node_name() == node && RefusalAt(a, spec, t.parameters.max_batch_size()).empty()) {
-            taken[i] = true;
-            chosen = free_nodes[i];
-          }
-        }
-      }
-    }
-    out.push_back(chosen);
+    auto accepts = [&](const std::string& node) {
+      return std::any_of(agents.begin(), agents.end(), [&](const crest::v1::AgentInfo& a) {
+        return a.node_name() == node && RefusalAt(a, spec, t.parameters.max_batch_size()).empty();
+      });
+    };
+    const std::optional<size_t> place =
+        PickPlace(free_nodes, taken, t.measured_on, t.prefer_on, accepts);
+    out.push_back(place ? free_nodes[*place] : std::string());
   }
   return out;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 
 #include "controller/search.h"
@@ -84,6 +85,16 @@ std::vector<std::string> FreeEligibleNodes(const crest::v1::ModelSpec& model,
 // state, since a lost one may come back. OK when each model can run.
 absl::Status CheckAgentLimits(const crest::v1::CampaignSpec& spec,
                               const std::vector<crest::v1::AgentInfo>& agents);
+
+// Of `free_places` (place.h keys) not `taken` yet, the first whose node
+// `accepts` the run, preferring a node not in `measured_on` and, when
+// `prefer_on` has any, one in it; marks it taken. nullopt when no free place
+// accepts it. AssignNodes' rule for one trial, which search-bench plays too.
+std::optional<size_t> PickPlace(const std::vector<std::string>& free_places,
+                                std::vector<bool>& taken,
+                                const std::vector<std::string>& measured_on,
+                                const std::vector<std::string>& prefer_on,
+                                absl::FunctionRef<bool(const std::string& node)> accepts);
 
 // The node for each of `trials`, in order: the first of `free_nodes` not
 // taken yet whose agent accepts the trial's point, preferring one not in its

@@ -26,6 +26,8 @@
 #include "common/command_line.h"
 #include "common/paths.h"
 #include "controller/kv_blocks.h"
+#include "controller/place.h"
+#include "controller/schedule_plan.h"
 #include "controller/search.h"
 #include "controller/trial_outcomes.h"
 #include "sim/kv_cache.h"
@@ -35,6 +37,8 @@
 namespace {
 
 using crest::controller::Outcomes;
+using crest::controller::PickPlace;
+using crest::controller::PlaceKey;
 using crest::controller::PointOutcome;
 using crest::controller::SearchSpace;
 using crest::controller::SearchStrategy;
@@ -155,7 +159,7 @@ struct Cluster {
 
 // Synchronous rounds on `cluster`: each round measures what the strategy
 // wants, at most one run per place; a repeat goes to a host that has not
-// measured the point when one is free (AssignNodes).
+// measured the point when one is free (PickPlace, as the controller does).
 Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
              const Cluster& cluster, bool signal) {
   Play play;
@@ -182,23 +186,21 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
     for (int64_t p : round) longest = std::max(longest, bench.At(p).elapsed);
     play.seconds += bench.StartupSeconds() + longest;
     if (places > 1) play.trace += " |";
+    std::vector<std::string> place_keys;
+    for (size_t i = 0; i < places; ++i) {
+      place_keys.push_back(
+          PlaceKey(absl::StrCat("n", i % hosts), static_cast<uint32_t>(i / hosts)));
+    }
     std::vector<bool> taken(places, false);
     for (int64_t p : round) {
       uint32_t repeat = 0;
-      std::set<std::string> measured_on;
+      std::vector<std::string> measured_on;
       for (auto it = slots.lower_bound({p, 0}); it != slots.end() && it->first.first == p; ++it) {
         ++repeat;
-        measured_on.insert(it->second.node);
+        measured_on.push_back(it->second.node);
       }
-      size_t place = places;
-      for (int pass = 0; pass < 2 && place == places; ++pass) {
-        for (size_t i = 0; i < places && place == places; ++i) {
-          if (!taken[i] && (pass == 1 || measured_on.count(absl::StrCat("n", i % hosts)) == 0)) {
-            place = i;
-          }
-        }
-      }
-      taken[place] = true;
+      const size_t place =
+          *PickPlace(place_keys, taken, measured_on, {}, [](const std::string&) { return true; });
       const size_t host = place % hosts;
       PointOutcome m = bench.Measure(p, seed, repeat, signal);
       Slot& run = slots[{p, repeat}];
