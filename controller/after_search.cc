@@ -44,9 +44,7 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   ChosenPoint chosen;
   chosen.answer = *answer;
   chosen.noise = answer->noise.value_or(space.noise_prior);
-  for (const auto& [node, f] : NodeFactorsOf(slots, space.noise_prior)) {
-    chosen.node_factors[node] = f.factor;
-  }
+  chosen.node_factors = NodeFactorsOf(slots, space.noise_prior);
   int n = 0;
   double speed = 0;
   for (const auto& t : trials) {
@@ -149,8 +147,7 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
   auto means = [&](const std::vector<NodeRun>& runs) {
     std::pair<double, double> m{0, 0};  // measured, within a node
     for (const NodeRun& run : runs) {
-      auto it = chosen.node_factors.find(run.node);
-      const double f = it == chosen.node_factors.end() ? 1.0 : it->second;
+      const double f = FactorOf(chosen.node_factors, run.node);
       factors.insert(f);
       m.first += run.speed;
       m.second += run.speed / f;

@@ -33,7 +33,7 @@ struct ChosenPoint {
   // calibration runs on the answer's nodes first and is compared with the
   // answer within a node.
   std::vector<NodeRun> runs;
-  std::map<std::string, double> node_factors;
+  std::map<std::string, NodeFactor> node_factors;
 };
 
 // The search's answer for `model` (SearchStrategy::Best over its search

@@ -177,7 +177,7 @@ TEST(EvaluateCalibration, ComparesWithinANodeWhenTheNodesDiffer) {
   ASSERT_EQ(c.answer.point, 520);
   ASSERT_EQ(c.runs.size(), 1u);
   EXPECT_EQ(c.runs[0].node, "b");
-  ASSERT_GT(c.node_factors["a"], 1.1 * c.node_factors["b"]);
+  ASSERT_GT(c.node_factors["a"].factor, 1.1 * c.node_factors["b"].factor);
   auto calibrated_on = [&](const std::string& node) {
     Trial t = on(Calibrated(2800), node);
     t.mutable_parameters()->set_max_batch_size(520);
@@ -193,8 +193,8 @@ TEST(EvaluateCalibration, ComparesWithinANodeWhenTheNodesDiffer) {
               HasSubstr("rose 3.7% with supportSelectBatch (2700.0 -> 2800.0 tokens/s;"));
   auto faster_node = calibrated_on("a");
   EXPECT_EQ(faster_node.outcome(), "dropped");
-  EXPECT_NEAR(faster_node.change(), (2800 / c.node_factors["a"]) / (2700 / c.node_factors["b"]) - 1,
-              1e-9);
+  EXPECT_NEAR(faster_node.change(),
+              (2800 / c.node_factors["a"].factor) / (2700 / c.node_factors["b"].factor) - 1, 1e-9);
   // The figures stay as measured; the reason says why they are not compared as such.
   EXPECT_DOUBLE_EQ(faster_node.generate_speed_before(), 2700);
   EXPECT_DOUBLE_EQ(faster_node.generate_speed_after(), 2800);

@@ -38,4 +38,10 @@ struct NodeFactor {
 // shrunk towards 1 past it (node_effects.cc).
 std::map<std::string, NodeFactor> NodeFactors(const std::vector<NodeRun>& runs, double noise);
 
+// `node`'s factor in `factors`, 1 for a node it does not list.
+inline double FactorOf(const std::map<std::string, NodeFactor>& factors, const std::string& node) {
+  auto it = factors.find(node);
+  return it == factors.end() ? 1.0 : it->second.factor;
+}
+
 }  // namespace crest::controller

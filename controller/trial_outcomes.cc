@@ -75,10 +75,6 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
                                                uint32_t repeats, double node_noise) {
   std::map<std::string, NodeFactor> factors;
   if (node_noise > 0) factors = NodeFactorsOf(slots, node_noise);
-  auto factor_of = [&](const std::string& node) {
-    auto it = factors.find(node);
-    return it == factors.end() ? 1.0 : it->second.factor;
-  };
   std::map<int64_t, std::vector<std::pair<uint32_t, const Slot*>>> by_point;
   for (const auto& [key, s] : slots) by_point[key.first].emplace_back(key.second, &s);
   std::map<int64_t, PointOutcome> out;
@@ -101,7 +97,7 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
       ++all_ok;
       all_sum += s->speed;
       if (!s->untrusted) {
-        o.samples.push_back(s->speed / factor_of(s->node));
+        o.samples.push_back(s->speed / FactorOf(factors, s->node));
         if (s->neighbours > 0) ++o.beside_neighbours;
       }
       if (s->preemptions) o.preemptions = std::max(o.preemptions.value_or(0), *s->preemptions);
