@@ -98,18 +98,20 @@ bool Flagged(const nlohmann::json& trial) {
   return trial.contains("flags") && !trial["flags"].empty();
 }
 
-// Whether the search has an answer to calibrate. When other work takes the
+// Whether the search has an answer to go on from. When other work takes the
 // machine's CPUs, crest-bench can be the bottleneck of every search run:
 // each is flagged, the model has no answer (an untrusted best, not a
-// recommendation), and nothing is calibrated, which is what must happen
-// then.
+// recommendation), and nothing is calibrated or rate-searched, which is
+// what must happen then.
 bool SearchAnswered(const nlohmann::json& m) {
   if (!m["best"]["untrusted"].get<bool>()) return true;
   for (const auto& t : m["trials"]) {
     EXPECT_TRUE(Flagged(t)) << t.dump();
     EXPECT_FALSE(t["calibration"].get<bool>()) << t.dump();
+    EXPECT_FALSE(t["rateSearch"].get<bool>()) << t.dump();
   }
   EXPECT_FALSE(m.contains("calibration")) << m["calibration"].dump(2);
+  EXPECT_FALSE(m.contains("rate_search")) << m["rate_search"].dump(2);
   return false;
 }
 
@@ -263,7 +265,12 @@ search: {strategy: practice, range: [50, 100], initial: 50, tolerance: 0.5}
 client: {request_count: 120, max_output_len: 64, task_kind: text}
 rate_search: {factor: 2, max_runs: 5, concurrency: 1000}
 )");
+  if (!SearchAnswered(m)) {
+    EXPECT_EQ(Host("node-1").config_json, config_before);
+    return;
+  }
   std::set<int> search_pids;
+  size_t search_runs = 0;
   std::vector<int> rate_pids;
   std::vector<double> rates;
   for (const auto& t : m["trials"]) {
@@ -276,27 +283,29 @@ rate_search: {factor: 2, max_runs: 5, concurrency: 1000}
       EXPECT_EQ(t["maxBatchSize"], m["best"]["maxBatchSize"]);
     } else {
       search_pids.insert(t["daemonPid"].get<int>());
+      ++search_runs;
     }
   }
-  // Each search point restarted the daemon; the rate runs changed only the
-  // client, so one daemon, started once, served all of them.
-  EXPECT_EQ(search_pids.size(), 2u);
-  ASSERT_GE(rate_pids.size(), 2u) << m.dump(2);
+  const auto& r = m["rate_search"];
+  EXPECT_TRUE(r["done"].get<bool>()) << r.dump(2);
+  // On a machine whose CPUs other work takes (ctest -j), crest-bench can
+  // fall behind its send schedule: the trust check then flags that run
+  // client_bound and the rate search ends there, which is the right end too
+  // (trial_trust.h). Otherwise it ends when the rate stops rising.
+  const std::string reason = r["reason"].get<std::string>();
+  const bool client_bound = absl::StrContains(reason, "was flagged (client_bound)");
+  EXPECT_TRUE(client_bound || absl::StrContains(reason, "stopped rising")) << m.dump(1);
+  // Each search run restarted the daemon; the rate runs changed only the
+  // client, so one daemon, started once, served all of them (two at least,
+  // unless the first was flagged and ended the rate search).
+  EXPECT_EQ(search_pids.size(), search_runs);
+  EXPECT_GE(search_runs, 2u);
+  ASSERT_GE(rate_pids.size(), client_bound ? 1u : 2u) << m.dump(2);
   for (int pid : rate_pids) EXPECT_EQ(pid, rate_pids.front());
   EXPECT_EQ(search_pids.count(rate_pids.front()), 0u);
   for (size_t i = 1; i < rates.size(); ++i) EXPECT_NEAR(rates[i], rates[i - 1] * 2, 1e-6);
   // The curve: rises beyond the noise up to the best rate, then no more.
-  const auto& r = m["rate_search"];
-  EXPECT_TRUE(r["done"].get<bool>()) << r.dump(2);
   ASSERT_EQ(r["curve"].size(), rates.size());
-  // On a machine whose CPUs other work takes (ctest -j), crest-bench can
-  // fall behind its send schedule at the higher rates: the trust check then
-  // flags that run client_bound and the rate search ends there, which is
-  // the right end too (trial_trust.h). Otherwise it ends when the rate
-  // stops rising.
-  const std::string reason = r["reason"].get<std::string>();
-  const bool client_bound = absl::StrContains(reason, "was flagged (client_bound)");
-  EXPECT_TRUE(client_bound || absl::StrContains(reason, "stopped rising")) << m.dump(1);
   const auto& curve = r["curve"];
   if (!client_bound) {
     EXPECT_TRUE(curve[curve.size() - 2]["rises"].get<bool>() || curve.size() == 2) << r.dump(2);
@@ -307,7 +316,9 @@ rate_search: {factor: 2, max_runs: 5, concurrency: 1000}
   for (const auto& p : curve) EXPECT_EQ(p["daemonPid"].get<int>(), rate_pids.front());
   CommandResult table = Cli({"campaign", "report", "c1", "--format", "table"});
   EXPECT_THAT(table.output, HasSubstr("rate search at maxBatchSize"));
-  EXPECT_THAT(table.output, HasSubstr("<== best rate"));
+  if (!r["bestRate"].is_null()) {
+    EXPECT_THAT(table.output, HasSubstr("<== best rate"));
+  }
   // The daemon was stopped after the last rate, and config.json put back.
   EXPECT_EQ(Host("node-1").config_json, config_before);
 }

@@ -297,6 +297,12 @@ TEST(SimProcessTest, UnknownModelExitsTwo) {
   EXPECT_THAT((*p)->Output(), HasSubstr("modelName: no profile for \"gpt-9\""));
 }
 
+#ifdef CREST_UNDER_TSAN
+constexpr bool kUnderTsan = true;
+#else
+constexpr bool kUnderTsan = false;
+#endif
+
 // GSM8K, Concurrency 1000, MaxOutputLen 512 over real HTTP at time scale 50
 // (non-streaming, so the client is not the bottleneck): 500 beats 435, 600 falls.
 TEST(SimProcessTest, ReferenceShapeOverHttp) {
@@ -326,6 +332,15 @@ TEST(SimProcessTest, ReferenceShapeOverHttp) {
     ASSERT_EQ(r.ok, 1319) << r.first_error;
     speed[bs] = static_cast<double>(r.completion_tokens) / r.elapsed_seconds / 50.0;
     std::printf("maxBatchSize %d: %.0f token/s (model time)\n", bs, speed[bs]);
+  }
+  if (kUnderTsan) {
+    // The runs above exercise the HTTP path under ThreadSanitizer, whose
+    // slowdown keeps the sim and the client from keeping up with 50x real
+    // time: the figures are the machine's CPU, not the model's (2.1-2.2k at
+    // every size on the 2-core CI machine). The release suite checks the
+    // shape.
+    std::printf("shape not checked under ThreadSanitizer\n");
+    return;
   }
   EXPECT_GT(speed[500], speed[435]);
   EXPECT_LT(speed[600], 0.93 * speed[500]);
