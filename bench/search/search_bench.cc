@@ -6,7 +6,9 @@
 // used, the rounds with 1, 2 and 4 nodes, and the found point's true
 // throughput as a share of the true peak. docs/search.md shows the table;
 // --slots-projection and --node-spread print its "Slots" and "Nodes that
-// differ" tables instead.
+// differ" tables instead; --fit-limit, what the answer rule and the cost fit
+// make of given points measured over seeds (docs/search.md, "What still
+// misses").
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,10 +23,17 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 
 #include "common/command_line.h"
 #include "common/paths.h"
+#include "controller/knee_cost_model.h"
+#include "controller/knee_reading.h"
 #include "controller/kv_blocks.h"
 #include "controller/place.h"
 #include "controller/schedule_plan.h"
@@ -236,6 +245,50 @@ struct Row {
   std::vector<double> runs1, rounds1, rounds2, rounds4, share1, share2, share4;
 };
 
+// The runs of `design` (points in order, a repeated point measured again)
+// with `seed`'s noise, as the controller would hold them.
+Outcomes MeasureDesign(Bench& bench, const SearchSpace& space, const std::vector<int64_t>& design,
+                       uint64_t seed) {
+  std::map<SlotKey, Slot> slots;
+  for (int64_t p : design) {
+    uint32_t repeat = 0;
+    while (slots.count({p, repeat}) != 0) ++repeat;
+    PointOutcome m = bench.Measure(p, seed, repeat, true);
+    Slot& run = slots[{p, repeat}];
+    run.attempts = 1;
+    run.ok = true;
+    run.speed = m.samples[0];
+    run.preemptions = m.preemptions;
+    run.node = "n0";
+  }
+  return FinishedPoints(slots, 1, space.noise_prior);
+}
+
+// Median, worst and the share below `target` of found/peak figures (none
+// when no seed gave one).
+std::string ShareSummary(const std::vector<double>& shares, double target) {
+  if (shares.empty()) return "none";
+  const auto below =
+      std::count_if(shares.begin(), shares.end(), [&](double v) { return v < target; });
+  return absl::StrFormat("%.2f%% / %.2f%% / %.1f%%", 100 * Quantile(shares, 0.5),
+                         100 * Quantile(shares, 0),
+                         100 * static_cast<double>(below) / static_cast<double>(shares.size()));
+}
+
+// "129,134,139": maxBatchSize values in the order they are measured.
+absl::StatusOr<std::vector<int64_t>> ParsePoints(const std::string& text) {
+  std::vector<int64_t> points;
+  for (absl::string_view t : absl::StrSplit(text, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(t, &v) || v < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", t, "' in '", text, "' is not a maxBatchSize (an integer >= 1)"));
+    }
+    points.push_back(v);
+  }
+  return points;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,6 +327,17 @@ int main(int argc, char** argv) {
                  "1 -+ S/2 (S = 0.1: 0.95 to 1.05); found/peak with 2 and 4 nodes, points "
                  "compared within a node first (the controller's way) against raw figures")
       ->check(CLI::Range(0.0, 1.0));
+  std::vector<std::string> designs;
+  app.add_option("--fit-limit", designs,
+                 "instead of the table: for each list of points (comma-separated, a repeated "
+                 "point measured again), what the knee search's answer rule and its cost fit "
+                 "make of those runs over the seeds, on every case whose range holds them")
+      ->check([](const std::string& text) -> std::string {
+        auto points = ParsePoints(text);
+        return points.ok() ? "" : std::string(points.status().message());
+      });
+  std::vector<double> mem_filter;
+  app.add_option("--npu-mem", mem_filter, "only the cases of these npuMemSize values");
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
   auto share = crest::ShareDir();
   if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
@@ -304,6 +368,10 @@ int main(int argc, char** argv) {
     if (!profile.ok()) return crest::FailWithMessage(app, profile.status().ToString());
     auto mem_it = mems.find(name);
     for (double mem : mem_it != mems.end() ? mem_it->second : std::vector<double>{17, 24}) {
+      if (!mem_filter.empty() &&
+          std::find(mem_filter.begin(), mem_filter.end(), mem) == mem_filter.end()) {
+        continue;
+      }
       auto kv = crest::sim::ComputeKvCache(*profile, profile->reference_world_size, mem, 128);
       if (!kv.ok()) return crest::FailWithMessage(app, kv.status().ToString());
       for (int out : outputs) {
@@ -397,6 +465,60 @@ int main(int argc, char** argv) {
             st.label.c_str(), nodes, 100 * Quantile(adjusted, 0.5), 100 * Quantile(adjusted, 0),
             100 * Quantile(raw, 0.5), 100 * Quantile(raw, 0), Quantile(runs_adjusted, 0.5),
             Quantile(runs_adjusted, 1), Quantile(runs_raw, 0.5), Quantile(runs_raw, 1));
+      }
+    }
+    return 0;
+  }
+  if (!designs.empty()) {
+    // The misses' question (docs/search.md): is it the points measured or
+    // the answer made of them? Each design's runs over the seeds, answered
+    // by KneeSearch::Best and by the cost fit's optimum over every size
+    // between the knee and the largest point.
+    for (const auto& text : designs) {
+      const std::vector<int64_t> design = *ParsePoints(text);  // checked by the option
+      const auto [lo, hi] = std::minmax_element(design.begin(), design.end());
+      std::string ranges;
+      bool held = false;
+      for (const Case& c : cases) {
+        absl::StrAppendFormat(&ranges, "\n  %s mem %.0f out %d: [%d, %d]", c.profile.name,
+                              c.npu_mem, c.max_output, c.space.lo, c.space.hi);
+        held |= *lo >= c.space.lo && *hi <= c.space.hi;
+      }
+      if (!held) {
+        return crest::FailWithMessage(
+            app, absl::StrCat("--fit-limit '", text, "': no case's maxBatchSize range holds ", *lo,
+                              " to ", *hi, "; the cases' ranges:", ranges));
+      }
+    }
+    const double target = 0.985;
+    std::printf(
+        "%d seeds (%d to %d); found/peak median / worst / share of seeds below %.1f%%\n"
+        "| case | points measured | runs | the search's answer | the cost fit's optimum |\n"
+        "|---|---|---|---|---|\n",
+        seeds, first_seed, first_seed + seeds - 1, 100 * target);
+    const crest::controller::KneeSearch knee_search;
+    for (const auto& text : designs) {
+      const std::vector<int64_t> design = *ParsePoints(text);
+      const auto [lo, hi] = std::minmax_element(design.begin(), design.end());
+      for (const Case& c : cases) {
+        if (*lo < c.space.lo || *hi > c.space.hi) continue;
+        Bench bench(c);
+        const double peak = bench.Peak().second;
+        std::vector<double> answered, fitted;
+        for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
+          const Outcomes finished =
+              MeasureDesign(bench, c.space, design, static_cast<uint64_t>(seed));
+          auto best = knee_search.Best(c.space, finished);
+          answered.push_back(best ? bench.Truth(best->point) / peak : 0);
+          const auto reading = crest::controller::knee::Read(c.space, finished);
+          auto fit = crest::controller::knee::FitCost(finished, reading);
+          auto at = fit ? crest::controller::knee::ModelOptimum(*fit, reading) : std::nullopt;
+          if (at) fitted.push_back(bench.Truth(*at) / peak);
+        }
+        std::printf("| %s mem %.0f out %d | %s | %zu | %s | %s (%d seeds without a fit) |\n",
+                    c.profile.name.c_str(), c.npu_mem, c.max_output, text.c_str(), design.size(),
+                    ShareSummary(answered, target).c_str(), ShareSummary(fitted, target).c_str(),
+                    seeds - static_cast<int>(fitted.size()));
       }
     }
     return 0;
