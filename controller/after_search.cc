@@ -85,6 +85,10 @@ uint32_t CalibrationRuns(const crest::v1::CampaignSpec& spec) {
   return std::max<uint32_t>(1, spec.search().repeats());
 }
 
+uint32_t CalibrationRunsAtMost(const crest::v1::CampaignSpec& spec) {
+  return CalibrationRuns(spec) + spec.limits().max_retries();
+}
+
 crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& spec,
                                                  const std::string& model,
                                                  const std::vector<Trial>& trials,
@@ -114,30 +118,33 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   auto slots = Slots(trials, model, /*calibration=*/true, max_attempts);
   std::vector<NodeRun> after;
-  uint32_t ended = 0;
-  for (uint32_t rep = 0; rep < runs; ++rep) {
+  uint32_t flagged = 0;
+  for (uint32_t rep = 0; rep < CalibrationRunsAtMost(spec) && after.size() < runs; ++rep) {
     auto it = slots.find({point, rep});
-    if (it == slots.end()) continue;
-    const Slot& s = it->second;
+    const Slot s = it == slots.end() ? Slot{} : it->second;
     if (s.infeasible || s.failed) {
       r.set_outcome("dropped");
       r.set_reason(absl::StrCat("the calibrated run at maxBatchSize ", point, " did not finish (",
                                 s.reason, "): supportSelectBatch stays off"));
       return r;
     }
-    if (s.ok) {
-      ++ended;
-      if (!s.untrusted) after.push_back({point, s.node, s.speed});
+    if (!s.ok) {
+      r.set_outcome("pending");
+      r.set_reason(absl::StrCat(
+          after.size(), " of ", runs, " calibrated runs measured",
+          flagged > 0 ? absl::StrCat(" (", flagged, " flagged, made up)") : std::string()));
+      return r;
     }
-  }
-  if (ended < runs) {
-    r.set_outcome("pending");
-    r.set_reason(absl::StrCat(ended, " of ", runs, " calibrated runs measured"));
-    return r;
+    if (s.untrusted) {
+      ++flagged;
+    } else {
+      after.push_back({point, s.node, s.speed});
+    }
   }
   if (after.empty()) {
     r.set_outcome("dropped");
-    r.set_reason("every calibrated run was flagged (docs/search.md): supportSelectBatch stays off");
+    r.set_reason(absl::StrCat("every calibrated run was flagged (", flagged,
+                              " runs; docs/search.md): supportSelectBatch stays off"));
     return r;
   }
   // What was measured, and the same runs each divided by its node's factor:
@@ -166,13 +173,17 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
   r.set_band(band);
   const double change = before > 0 ? after_within / before - 1 : 0;
   r.set_change(change);
-  const std::string figures =
+  std::string figures =
       factors.size() > 1
           ? absl::StrFormat(
                 "%.1f -> %.1f tokens/s as measured, on nodes whose speeds differ: compared "
                 "with each run divided by its node's speed",
                 before_measured, mean)
           : absl::StrFormat("%.1f -> %.1f tokens/s", before_measured, mean);
+  if (flagged > 0) {
+    absl::StrAppend(&figures, "; ", flagged, " flagged calibrated run", flagged > 1 ? "s" : "",
+                    " not counted");
+  }
   if (FellBeyond(before, after_within, band)) {
     r.set_outcome("dropped");
     r.set_reason(absl::StrFormat(

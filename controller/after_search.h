@@ -48,13 +48,19 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
 crest::v1::TrialParameters CalibrationParameters(const crest::v1::CampaignSpec& spec,
                                                  const ChosenPoint& chosen);
 
-// Calibrated runs a model gets: the spec's repeats (at least 1).
+// Trusted calibrated runs a model gets: the spec's repeats (at least 1).
 uint32_t CalibrationRuns(const crest::v1::CampaignSpec& spec);
+// Calibrated runs at most, flagged ones included: a run the trust checks
+// flag (a client-bound crest-bench) measured nothing of the server, so the
+// next repeat makes it up, up to limits.max_retries of them.
+uint32_t CalibrationRunsAtMost(const crest::v1::CampaignSpec& spec);
 
 // The calibration of `model` as recorded (spec.calibrate() set): "skipped"
-// in text mode or without latencies, "pending" while runs are missing,
-// "dropped" when a calibrated run failed or the calibrated mean fell below
-// the search's by more than the noise band, else "kept". Before and after
+// in text mode or without latencies, "pending" while runs are missing (a
+// flagged run is made up by the next repeat, CalibrationRunsAtMost),
+// "dropped" when a calibrated run failed, every one was flagged, or the
+// calibrated mean fell below the search's by more than the noise band, else
+// "kept". Before and after
 // are compared with each run divided by its node's factor (a calibrated run
 // on a faster node than the answer's would hide a fall); the figures
 // reported are the measured ones.

@@ -151,10 +151,47 @@ TEST(EvaluateCalibration, DroppedBeyondTheBandOrWhenTheRunFailed) {
   auto no_run = EvaluateCalibration(spec, "m", failed, c);
   EXPECT_EQ(no_run.outcome(), "dropped");
   EXPECT_THAT(no_run.reason(), HasSubstr("daemon did not start"));
-  std::vector<Trial> flagged = trials;
-  flagged.push_back(Calibrated(2500));
-  flagged.back().add_flags("client_bound");
-  EXPECT_EQ(EvaluateCalibration(spec, "m", flagged, c).outcome(), "dropped");
+}
+
+TEST(EvaluateCalibration, AFlaggedRunIsMadeUpUpToMaxRetries) {
+  auto spec = SpecOf("calibrate: true\nlimits: {max_retries: 2}\n");
+  EXPECT_EQ(CalibrationRunsAtMost(spec), 3u);
+  std::vector<Trial> trials = Ladder();
+  ChosenPoint c = Chosen(spec, trials);
+  auto flagged_run = [](uint32_t repeat) {
+    Trial t = Calibrated(2500, repeat);  // a client-bound figure, never evidence
+    t.add_flags("client_bound");
+    return t;
+  };
+  trials.push_back(flagged_run(0));
+  auto pending = EvaluateCalibration(spec, "m", trials, c);
+  EXPECT_EQ(pending.outcome(), "pending");
+  EXPECT_THAT(pending.reason(), HasSubstr("0 of 1 calibrated runs measured (1 flagged, made up)"));
+  // The make-up decides, by its own figure alone.
+  std::vector<Trial> fell = trials;
+  fell.push_back(Calibrated(1800, 1));
+  auto dropped = EvaluateCalibration(spec, "m", fell, c);
+  EXPECT_EQ(dropped.outcome(), "dropped");
+  EXPECT_DOUBLE_EQ(dropped.generate_speed_after(), 1800);
+  EXPECT_EQ(dropped.runs_after(), 1u);
+  EXPECT_THAT(dropped.reason(), HasSubstr("fell 10.0%"));
+  EXPECT_THAT(dropped.reason(), HasSubstr("1 flagged calibrated run not counted"));
+  std::vector<Trial> held = trials;
+  held.push_back(flagged_run(1));
+  held.push_back(Calibrated(1990, 2));
+  auto kept = EvaluateCalibration(spec, "m", held, c);
+  EXPECT_EQ(kept.outcome(), "kept");
+  EXPECT_DOUBLE_EQ(kept.generate_speed_after(), 1990);
+  EXPECT_THAT(kept.reason(), HasSubstr("2 flagged calibrated runs not counted"));
+  // Flagged as often as max_retries allows make-ups: nothing was measured.
+  std::vector<Trial> lost = trials;
+  lost.push_back(flagged_run(1));
+  lost.push_back(flagged_run(2));
+  auto none = EvaluateCalibration(spec, "m", lost, c);
+  EXPECT_EQ(none.outcome(), "dropped");
+  EXPECT_THAT(none.reason(), HasSubstr("every calibrated run was flagged (3 runs"));
+  EXPECT_EQ(none.runs_after(), 0u);  // the report's GenerateSpeedAfter: null
+  EXPECT_FALSE(FinalConfigOf(spec, c, &none, lost, "m").calibrated);
 }
 
 TEST(EvaluateCalibration, ComparesWithinANodeWhenTheNodesDiffer) {
@@ -364,6 +401,31 @@ TEST(PlanModel, CalibratesTheAnswerThenSearchesTheRateOnOneNode) {
   EXPECT_THAT(*plan.done_reason, HasSubstr("throughput fell at maxBatchSize 300"));
   EXPECT_THAT(*plan.done_reason, HasSubstr("calibration kept"));
   EXPECT_THAT(*plan.done_reason, HasSubstr("rate search: throughput stopped rising at 20"));
+  EXPECT_TRUE(plan.finished);
+}
+
+TEST(PlanModel, MakesUpAFlaggedCalibratedRunWithTheNextRepeat) {
+  auto spec = SpecOf("calibrate: true\nlimits: {max_retries: 1}\n");
+  PracticeSearch practice;
+  const ModelState state;
+  std::vector<Trial> trials = Ladder();
+  trials.push_back(Calibrated(2500));
+  trials.back().add_flags("client_bound");
+  ModelPlan plan = PlanModel(spec, spec.models(0), state, trials, practice, 0, 3, 0);
+  ASSERT_EQ(plan.trials.size(), 1u);
+  EXPECT_TRUE(plan.trials[0].calibration);
+  EXPECT_EQ(plan.trials[0].repeat, 1u);
+  EXPECT_EQ(plan.trials[0].attempt, 1u);
+  EXPECT_TRUE(plan.trials[0].parameters.support_select_batch());
+  // Flagged again, and max_retries (1) allows no further make-up: the
+  // calibration is dropped and the model is done.
+  trials.push_back(Calibrated(2500, 1));
+  trials.back().add_flags("client_bound");
+  plan = PlanModel(spec, spec.models(0), state, trials, practice, 0, 3, 0);
+  EXPECT_TRUE(plan.trials.empty());
+  ASSERT_TRUE(plan.done_reason.has_value());
+  EXPECT_THAT(*plan.done_reason,
+              HasSubstr("calibration dropped: every calibrated run was flagged"));
   EXPECT_TRUE(plan.finished);
 }
 
