@@ -1,12 +1,14 @@
 #include "controller/report.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
@@ -215,13 +217,29 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
   for (const std::string& w : report.warnings()) absl::StrAppend(&out, "warning: ", w, "\n");
   for (const auto& m : report.models()) {
     absl::StrAppend(&out, "\nmodel ", m.model(), "\n");
-    // One row per point: the mean of its ok repeats, or the status that ended it.
-    struct Row {
+    // One row per point: the mean of its ok repeats, or the status that ended
+    // it. As in the search, a flagged run counts only where every run of the
+    // point was flagged, and the row says so: a figure that beats the peak's
+    // must not look like evidence when the trust checks discarded it.
+    struct Figures {
       int n = 0;
       double speed = 0;
       double per_client = 0;
-      std::string status;
       std::string nodes;
+      void Add(const crest::v1::Trial& t) {
+        ++n;
+        speed += t.result().generate_speed();
+        per_client += t.result().generate_speed_per_client();
+        if (nodes.find(t.node()) == std::string::npos) {
+          absl::StrAppend(&nodes, nodes.empty() ? "" : ",", t.node());
+        }
+      }
+    };
+    struct Row {
+      Figures trusted;
+      Figures flagged;
+      std::set<std::string> flags;
+      std::string status;
     };
     std::map<int64_t, Row> rows;
     for (const auto& t : m.trials()) {
@@ -229,13 +247,13 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
       if (t.calibration() || t.rate_search()) continue;
       Row& row = rows[t.parameters().max_batch_size()];
       if (t.status() == crest::v1::TRIAL_OK) {
-        ++row.n;
-        row.speed += t.result().generate_speed();
-        row.per_client += t.result().generate_speed_per_client();
-        if (row.nodes.find(t.node()) == std::string::npos) {
-          absl::StrAppend(&row.nodes, row.nodes.empty() ? "" : ",", t.node());
+        if (t.flags_size() > 0) {
+          row.flagged.Add(t);
+          row.flags.insert(t.flags().begin(), t.flags().end());
+        } else {
+          row.trusted.Add(t);
         }
-      } else if (row.n == 0 && t.status() != crest::v1::TRIAL_INTERRUPTED) {
+      } else if (row.trusted.n + row.flagged.n == 0 && t.status() != crest::v1::TRIAL_INTERRUPTED) {
         row.status = TrialStatusName(t.status());
       }
     }
@@ -248,11 +266,20 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
                               "GenerateSpeedPerClient", "GenerateSpeed", "node"));
     int64_t peak = m.has_best() ? m.best().parameters().max_batch_size() : -1;
     for (const auto& [point, row] : rows) {
-      if (row.n > 0) {
-        absl::StrAppend(&out, absl::StrFormat("  %-14d %-17d %-24.4f %-14.1f %s%s\n", point,
-                                              std::max<int64_t>(1, point / 2),
-                                              row.per_client / row.n, row.speed / row.n, row.nodes,
-                                              point == peak ? "   <== peak" : ""));
+      const Figures& shown = row.trusted.n > 0 ? row.trusted : row.flagged;
+      if (shown.n > 0) {
+        std::string note;
+        if (row.trusted.n == 0) {
+          note = absl::StrCat("   flagged (", absl::StrJoin(row.flags, ", "), "): not evidence");
+        } else if (row.flagged.n > 0) {
+          note = absl::StrCat("   (", row.flagged.n, " flagged run", row.flagged.n > 1 ? "s" : "",
+                              " not counted: ", absl::StrJoin(row.flags, ", "), ")");
+        }
+        absl::StrAppend(&out,
+                        absl::StrFormat("  %-14d %-17d %-24.4f %-14.1f %s%s%s\n", point,
+                                        std::max<int64_t>(1, point / 2), shown.per_client / shown.n,
+                                        shown.speed / shown.n, shown.nodes,
+                                        point == peak ? "   <== peak" : "", note));
       } else {
         absl::StrAppend(&out, absl::StrFormat("  %-14d %-17d %-24s %-14s\n", point,
                                               std::max<int64_t>(1, point / 2),

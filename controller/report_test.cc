@@ -143,6 +143,35 @@ TEST(Report, TableMarksThePeak) {
   EXPECT_THAT(table, HasSubstr("model empty\n  no trials"));
 }
 
+TEST(Report, TableCountsFlaggedRunsOnlyWhereEveryRunWasFlagged) {
+  crest::v1::CampaignReport r = Sample();
+  auto* m = r.mutable_models(0);
+  // A second run at 435 that crest-bench bottlenecked, and 600's only run.
+  auto* again = m->add_trials();
+  *again = m->trials(0);
+  again->set_id("c7-t5");
+  again->set_repeat(1);
+  again->set_node("node-2");
+  again->mutable_result()->set_generate_speed(3500);
+  again->add_flags("client_bound");
+  m->mutable_trials(2)->add_flags("count_mismatch");
+  std::vector<std::string> lines = absl::StrSplit(ReportToTable(r), '\n');
+  auto row = [&](const std::string& point) {
+    for (const auto& l : lines) {
+      if (absl::StartsWith(l, "  " + point + " ")) return l;
+    }
+    return std::string();
+  };
+  // 435's figure is its trusted run's, from node-1 only, and the row says
+  // what it left out.
+  EXPECT_THAT(row("435"), HasSubstr("2845.3"));
+  EXPECT_THAT(row("435"), ::testing::Not(HasSubstr("node-2")));
+  EXPECT_THAT(row("435"), HasSubstr("(1 flagged run not counted: client_bound)"));
+  EXPECT_THAT(row("500"), ::testing::Not(HasSubstr("flagged")));
+  EXPECT_THAT(row("600"), HasSubstr("2520.6"));
+  EXPECT_THAT(row("600"), HasSubstr("flagged (count_mismatch): not evidence"));
+}
+
 // Sample() with a kept calibration and a rate search of two runs.
 crest::v1::CampaignReport AfterSearchSample() {
   crest::v1::CampaignReport r = Sample();
