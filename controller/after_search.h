@@ -60,10 +60,9 @@ uint32_t CalibrationRunsAtMost(const crest::v1::CampaignSpec& spec);
 // flagged run is made up by the next repeat, CalibrationRunsAtMost),
 // "dropped" when a calibrated run failed, every one was flagged, or the
 // calibrated mean fell below the search's by more than the noise band, else
-// "kept". Before and after
-// are compared with each run divided by its node's factor (a calibrated run
-// on a faster node than the answer's would hide a fall); the figures
-// reported are the measured ones.
+// "kept". Before and after are compared with each run divided by its node's
+// factor (a calibrated run on a faster node than the answer's would hide a
+// fall); the figures reported are the measured ones.
 crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& spec,
                                                  const std::string& model,
                                                  const std::vector<crest::v1::Trial>& trials,

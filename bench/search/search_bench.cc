@@ -474,9 +474,13 @@ int main(int argc, char** argv) {
     // the answer made of them? Each design's runs over the seeds, answered
     // by KneeSearch::Best and by the cost fit's optimum over every size
     // between the knee and the largest point.
-    for (const auto& text : designs) {
-      const std::vector<int64_t> design = *ParsePoints(text);  // checked by the option
-      const auto [lo, hi] = std::minmax_element(design.begin(), design.end());
+    // Parsed once (the option checked each), then each checked against the
+    // cases before any is measured.
+    std::vector<std::vector<int64_t>> parsed;
+    parsed.reserve(designs.size());
+    for (const auto& text : designs) parsed.push_back(*ParsePoints(text));
+    for (size_t i = 0; i < designs.size(); ++i) {
+      const auto [lo, hi] = std::minmax_element(parsed[i].begin(), parsed[i].end());
       std::string ranges;
       bool held = false;
       for (const Case& c : cases) {
@@ -486,8 +490,8 @@ int main(int argc, char** argv) {
       }
       if (!held) {
         return crest::FailWithMessage(
-            app, absl::StrCat("--fit-limit '", text, "': no case's maxBatchSize range holds ", *lo,
-                              " to ", *hi, "; the cases' ranges:", ranges));
+            app, absl::StrCat("--fit-limit '", designs[i], "': no case's maxBatchSize range holds ",
+                              *lo, " to ", *hi, "; the cases' ranges:", ranges));
       }
     }
     const double target = 0.985;
@@ -497,8 +501,8 @@ int main(int argc, char** argv) {
         "|---|---|---|---|---|\n",
         seeds, first_seed, first_seed + seeds - 1, 100 * target);
     const crest::controller::KneeSearch knee_search;
-    for (const auto& text : designs) {
-      const std::vector<int64_t> design = *ParsePoints(text);
+    for (size_t i = 0; i < designs.size(); ++i) {
+      const std::vector<int64_t>& design = parsed[i];
       const auto [lo, hi] = std::minmax_element(design.begin(), design.end());
       for (const Case& c : cases) {
         if (*lo < c.space.lo || *hi > c.space.hi) continue;
@@ -516,9 +520,9 @@ int main(int argc, char** argv) {
           if (at) fitted.push_back(bench.Truth(*at) / peak);
         }
         std::printf("| %s mem %.0f out %d | %s | %zu | %s | %s (%d seeds without a fit) |\n",
-                    c.profile.name.c_str(), c.npu_mem, c.max_output, text.c_str(), design.size(),
-                    ShareSummary(answered, target).c_str(), ShareSummary(fitted, target).c_str(),
-                    seeds - static_cast<int>(fitted.size()));
+                    c.profile.name.c_str(), c.npu_mem, c.max_output, designs[i].c_str(),
+                    design.size(), ShareSummary(answered, target).c_str(),
+                    ShareSummary(fitted, target).c_str(), seeds - static_cast<int>(fitted.size()));
       }
     }
     return 0;
