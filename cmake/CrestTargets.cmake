@@ -45,12 +45,6 @@ function(crest_test name)
   # Test bodies are built for debugging (-Og): they exercise the product code,
   # which stays -O2 in the libraries they link, and they compile in half the time.
   target_compile_options(${name} PRIVATE $<$<CONFIG:RelWithDebInfo>:-Og>)
-  # A test whose figures depend on keeping up with real time (a throughput
-  # shape at 50x) can tell the ThreadSanitizer build, whose slowdown makes
-  # those figures the CPU's (the preset undefines __SANITIZE_THREAD__).
-  if(CREST_TSAN_ABSL_SYNC)
-    target_compile_definitions(${name} PRIVATE CREST_UNDER_TSAN=1)
-  endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)

@@ -73,6 +73,7 @@ void Engine::Loop() {
           static_cast<double>(std::max<int64_t>(1, options_.scheduler.num_blocks)));
       metrics_->generated.Increment(static_cast<double>(step.tokens.size()));
       metrics_->preemptions.Increment(static_cast<double>(step.preempted.size()));
+      metrics_->simulated_seconds.Increment(ms / 1000.0);
     }
     if (cv_.wait_until(lock, deadline, [this] { return stop_; })) break;
     lock.unlock();

@@ -54,6 +54,9 @@ SimMetrics::SimMetrics(std::shared_ptr<prometheus::Registry> registry,
       finished(MakeCounter(*registry, "request_success_total", "Requests finished", model_name)),
       failed(MakeCounter(*registry, "request_failed_total",
                          "Generation requests refused or abandoned", model_name)),
+      simulated_seconds(MakeCounter(*registry, "mindie_sim_simulated_seconds_total",
+                                    "Simulated NPU time run by the engine (mindie-sim only)",
+                                    model_name)),
       registry_(std::move(registry)),
       omit_(std::move(omit)) {}
 

@@ -32,6 +32,10 @@ class SimMetrics {
   prometheus::Counter& requests;     // request_received_total
   prometheus::Counter& finished;     // request_success_total
   prometheus::Counter& failed;       // request_failed_total
+  // mindie-sim only (MindIE has no such series): the simulated NPU time the
+  // engine has run, the time base of the model's figures at any --time-scale,
+  // which a CPU-starved process or client cannot distort.
+  prometheus::Counter& simulated_seconds;  // mindie_sim_simulated_seconds_total
 
  private:
   SimMetrics(std::shared_ptr<prometheus::Registry> registry, const std::string& model_name,
