@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 #include "controller/kv_blocks.h"
 #include "controller/report.h"
@@ -267,21 +268,60 @@ crest::v1::RateSearchReport EvaluateRateSearch(const crest::v1::CampaignSpec& sp
   double rate = start;
   double previous = 0;
   for (uint32_t i = 0; i < rs.max_runs(); ++i, rate *= rs.factor()) {
-    // This rate's attempts, in order.
-    const Trial* ended = nullptr;
+    // This rate's attempts, in order: interrupted and flagged runs are made
+    // up by the next attempt, up to max_attempts; the first run that failed
+    // or was trusted is the rate's figure.
+    const Trial* counted = nullptr;
+    const Trial* last_flagged = nullptr;
     int attempts = 0;
+    int flagged = 0;
+    std::vector<std::string> flags;
     bool running = false;
     for (const auto& t : trials) {
       if (t.model() != model || !t.rate_search() || t.repeat() != i) continue;
       ++attempts;
-      if (!IsFinal(t.status())) running = true;
-      if (t.status() != crest::v1::TRIAL_INTERRUPTED && IsFinal(t.status())) ended = &t;
+      if (!IsFinal(t.status())) {
+        running = true;
+      } else if (t.status() == crest::v1::TRIAL_OK && t.flags_size() > 0) {
+        ++flagged;
+        last_flagged = &t;
+        for (const auto& f : t.flags()) {
+          if (std::find(flags.begin(), flags.end(), f) == flags.end()) flags.push_back(f);
+        }
+      } else if (t.status() != crest::v1::TRIAL_INTERRUPTED && counted == nullptr) {
+        counted = &t;
+      }
     }
-    if (ended == nullptr) {
+    auto add_point = [&](const Trial& t) {
+      crest::v1::RatePoint* p = r.add_points();
+      p->set_request_rate(t.parameters().request_rate());
+      p->set_status(TrialStatusName(t.status()));
+      p->set_trial(t.id());
+      p->set_daemon_pid(t.result().daemon_pid());
+      p->set_flagged_runs(static_cast<uint32_t>(flagged));
+      for (const auto& f : flags) p->add_flags(f);
+      return p;
+    };
+    if (counted == nullptr) {
       if (running) return r;
       if (attempts >= max_attempts) {
-        finish(
-            absl::StrFormat("the run at %.4g requests/s was interrupted %d times", rate, attempts));
+        if (flagged == 0) {
+          finish(absl::StrFormat("the run at %.4g requests/s was interrupted %d times", rate,
+                                 attempts));
+          return r;
+        }
+        crest::v1::RatePoint* p = add_point(*last_flagged);
+        p->set_status("flagged");
+        p->set_generate_speed(last_flagged->result().generate_speed());
+        p->set_qps(last_flagged->result().qps());
+        const std::string flag_names = absl::StrJoin(flags, ", ");
+        finish(flagged == attempts
+                   ? absl::StrFormat("every run at %.4g requests/s was flagged (%s), %d runs: its "
+                                     "throughput is not the server's",
+                                     rate, flag_names, attempts)
+                   : absl::StrFormat("no run at %.4g requests/s was trusted: %d flagged (%s), "
+                                     "%d interrupted",
+                                     rate, flagged, flag_names, attempts - flagged));
         return r;
       }
       if (next != nullptr) {
@@ -295,26 +335,15 @@ crest::v1::RateSearchReport EvaluateRateSearch(const crest::v1::CampaignSpec& sp
       }
       return r;
     }
-    crest::v1::RatePoint* p = r.add_points();
-    p->set_request_rate(ended->parameters().request_rate());
-    p->set_status(TrialStatusName(ended->status()));
-    p->set_trial(ended->id());
-    p->set_daemon_pid(ended->result().daemon_pid());
-    if (ended->status() != crest::v1::TRIAL_OK) {
+    crest::v1::RatePoint* p = add_point(*counted);
+    if (counted->status() != crest::v1::TRIAL_OK) {
       finish(absl::StrFormat("the run at %.4g requests/s ended %s (%s)", rate, p->status(),
-                             ended->reason()));
+                             counted->reason()));
       return r;
     }
-    const double speed = ended->result().generate_speed();
+    const double speed = counted->result().generate_speed();
     p->set_generate_speed(speed);
-    p->set_qps(ended->result().qps());
-    if (ended->flags_size() > 0) {
-      p->set_status("flagged");
-      finish(absl::StrFormat(
-          "the run at %.4g requests/s was flagged (%s): its throughput is not the server's", rate,
-          ended->flags(0)));
-      return r;
-    }
+    p->set_qps(counted->result().qps());
     if (i > 0) {
       p->set_rises(speed > previous * (1 + band));
       if (!p->rises()) {

@@ -92,7 +92,9 @@ struct RateRun {
 // The rate search of `model` at `config` as recorded: rates start, start x
 // factor, ... (`start` auto: 0.7 x config.qps); ends at the first rate whose
 // throughput does not rise beyond the noise band over the one before, at a
-// failed or flagged run, or after max_runs. `next` (may be null) receives the
+// failed run, or after max_runs. An interrupted or flagged run is made up by
+// the next attempt at the same rate, up to limits.max_retries make-ups; when
+// none is trusted, the search ends there. `next` (may be null) receives the
 // run to start when the search is not over and nothing of it runs.
 crest::v1::RateSearchReport EvaluateRateSearch(const crest::v1::CampaignSpec& spec,
                                                const std::string& model,

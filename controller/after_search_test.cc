@@ -317,7 +317,7 @@ TEST(EvaluateRateSearch, AutoStartFromTheMeasuredQps) {
   EXPECT_THAT(none.reason(), HasSubstr("set rate_search.start"));
 }
 
-TEST(EvaluateRateSearch, RetriesInterruptedRunsAndStopsAtFailedOrFlaggedOnes) {
+TEST(EvaluateRateSearch, RetriesInterruptedRunsAndStopsAtFailedOnes) {
   auto spec = SpecOf("rate_search: {start: 10, factor: 2}\nlimits: {max_retries: 1}\n");
   std::vector<Trial> trials = Ladder();
   const FinalConfig config = Config(spec, trials);
@@ -334,15 +334,74 @@ TEST(EvaluateRateSearch, RetriesInterruptedRunsAndStopsAtFailedOrFlaggedOnes) {
   EXPECT_TRUE(gave_up.done());
   EXPECT_THAT(gave_up.reason(), HasSubstr("interrupted 2 times"));
 
-  std::vector<Trial> flagged = Ladder();
-  flagged.push_back(RateRunAt(10, 0, 1000));
-  flagged.push_back(RateRunAt(20, 1, 3000));
-  flagged.back().add_flags("client_bound");
-  auto r = EvaluateRateSearch(spec, "m", flagged, config, 0.02, &next);
+  std::vector<Trial> failed = Ladder();
+  failed.push_back(RateRunAt(10, 0, 1000));
+  failed.push_back(RateRunAt(20, 1, 0, crest::v1::TRIAL_FAILED));
+  failed.back().set_reason("benchmark exited 1");
+  auto r = EvaluateRateSearch(spec, "m", failed, config, 0.02, &next);
   EXPECT_TRUE(r.done());
-  EXPECT_EQ(r.points(1).status(), "flagged");
+  EXPECT_FALSE(next.has_value());
+  ASSERT_EQ(r.points_size(), 2);
+  EXPECT_EQ(r.points(1).status(), "failed");
   EXPECT_DOUBLE_EQ(r.best_rate(), 10);
-  EXPECT_THAT(r.reason(), HasSubstr("flagged (client_bound)"));
+  EXPECT_THAT(r.reason(), HasSubstr("ended failed (benchmark exited 1)"));
+}
+
+// A flagged run measured the client, not the server (a client-bound
+// crest-bench on a busy machine): the next attempt at the same rate makes it
+// up, on the same daemon, and the rate is judged on the trusted run.
+TEST(EvaluateRateSearch, MakesUpAFlaggedRunAtTheSameRate) {
+  auto spec = SpecOf("rate_search: {start: 10, factor: 2}\nlimits: {max_retries: 1}\n");
+  std::vector<Trial> trials = Ladder();
+  const FinalConfig config = Config(spec, trials);
+  trials.push_back(RateRunAt(10, 0, 1000));
+  trials.push_back(RateRunAt(20, 1, 3000));
+  trials.back().add_flags("client_bound");
+  std::optional<RateRun> next;
+  auto pending = EvaluateRateSearch(spec, "m", trials, config, 0.02, &next);
+  EXPECT_FALSE(pending.done());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->index, 1u);
+  EXPECT_EQ(next->attempt, 2u);
+  EXPECT_DOUBLE_EQ(next->parameters.request_rate(), 20);
+  EXPECT_EQ(pending.points_size(), 1);  // 20's figure is not known yet
+
+  std::vector<Trial> made_up = trials;
+  made_up.push_back(RateRunAt(20, 1, 1900));
+  auto r = EvaluateRateSearch(spec, "m", made_up, config, 0.02, &next);
+  EXPECT_FALSE(r.done());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_DOUBLE_EQ(next->parameters.request_rate(), 40);
+  EXPECT_EQ(next->attempt, 1u);
+  ASSERT_EQ(r.points_size(), 2);
+  EXPECT_EQ(r.points(1).status(), "ok");
+  EXPECT_DOUBLE_EQ(r.points(1).generate_speed(), 1900);  // not the flagged 3000
+  EXPECT_TRUE(r.points(1).rises());
+  EXPECT_EQ(r.points(1).flagged_runs(), 1u);
+  EXPECT_THAT(r.points(1).flags(), ::testing::ElementsAre("client_bound"));
+
+  // Flagged again, and max_retries (1) allows no more: the search ends at
+  // the rate before, whose figure was trusted.
+  std::vector<Trial> lost = trials;
+  lost.push_back(RateRunAt(20, 1, 2900));
+  lost.back().add_flags("client_bound");
+  auto none = EvaluateRateSearch(spec, "m", lost, config, 0.02, &next);
+  EXPECT_TRUE(none.done());
+  EXPECT_FALSE(next.has_value());
+  ASSERT_EQ(none.points_size(), 2);
+  EXPECT_EQ(none.points(1).status(), "flagged");
+  EXPECT_EQ(none.points(1).flagged_runs(), 2u);
+  EXPECT_DOUBLE_EQ(none.best_rate(), 10);
+  EXPECT_THAT(none.reason(),
+              HasSubstr("every run at 20 requests/s was flagged (client_bound), 2 runs"));
+
+  std::vector<Trial> mixed = trials;
+  mixed.push_back(RateRunAt(20, 1, 0, crest::v1::TRIAL_INTERRUPTED));
+  auto untrusted = EvaluateRateSearch(spec, "m", mixed, config, 0.02, &next);
+  EXPECT_TRUE(untrusted.done());
+  EXPECT_THAT(untrusted.reason(),
+              HasSubstr("no run at 20 requests/s was trusted: 1 flagged (client_bound), 1 "
+                        "interrupted"));
 }
 
 TEST(EvaluateRateSearch, MaxRunsEndsAStillRisingCurve) {

@@ -61,6 +61,10 @@ nlohmann::json RateSearchJson(const crest::v1::RateSearchReport& r) {
                          {"rises", p.rises()},
                          {"trial", p.trial()}};
     if (p.daemon_pid() != 0) jp["daemonPid"] = p.daemon_pid();
+    if (p.flagged_runs() > 0) {
+      jp["flaggedRuns"] = p.flagged_runs();
+      jp["flags"] = std::vector<std::string>(p.flags().begin(), p.flags().end());
+    }
     j["curve"].push_back(std::move(jp));
   }
   return j;
@@ -93,13 +97,25 @@ std::string AfterSearchText(const crest::v1::ModelReport& m) {
                                     r.max_batch_size(), r.concurrency()),
                     absl::StrFormat("    %-14s %-14s %s\n", "requests/s", "GenerateSpeed", ""));
     for (const auto& p : r.points()) {
-      absl::StrAppend(&out,
-                      absl::StrFormat("    %-14.3f %-14s %s%s\n", p.request_rate(),
-                                      p.status() == "ok" || p.status() == "flagged"
-                                          ? absl::StrFormat("%.1f", p.generate_speed())
-                                          : std::string("-"),
-                                      p.status() == "ok" ? (p.rises() ? "rises" : "") : p.status(),
-                                      p.request_rate() == r.best_rate() ? "   <== best rate" : ""));
+      std::string note;
+      if (p.status() == "flagged") {
+        note = absl::StrCat("flagged (", absl::StrJoin(p.flags(), ", "), "): not evidence");
+      } else if (p.status() != "ok") {
+        note = p.status();
+      } else if (p.rises()) {
+        note = "rises";
+      }
+      if (p.status() != "flagged" && p.flagged_runs() > 0) {
+        absl::StrAppend(&note, note.empty() ? "" : " ", "(", p.flagged_runs(), " flagged run",
+                        p.flagged_runs() > 1 ? "s" : "",
+                        " not counted: ", absl::StrJoin(p.flags(), ", "), ")");
+      }
+      absl::StrAppend(
+          &out, absl::StrFormat("    %-14.3f %-14s %s%s\n", p.request_rate(),
+                                p.status() == "ok" || p.status() == "flagged"
+                                    ? absl::StrFormat("%.1f", p.generate_speed())
+                                    : std::string("-"),
+                                note, p.request_rate() == r.best_rate() ? "   <== best rate" : ""));
     }
     absl::StrAppend(&out, "    ", r.done() ? "" : "(running) ", r.reason(), "\n");
   }

@@ -259,6 +259,43 @@ TEST(Report, TableShowsBothCalibrationFiguresAndTheRateCurve) {
   EXPECT_EQ(rows_500, 1);
 }
 
+// A rate judged on a make-up run says how many flagged runs it did not
+// count; a rate whose every run was flagged is no evidence.
+TEST(Report, RateCurveCountsFlaggedRuns) {
+  crest::v1::CampaignReport report = AfterSearchSample();
+  auto* rs = report.mutable_models(0)->mutable_rate_search();
+  rs->mutable_points(0)->set_flagged_runs(1);
+  rs->mutable_points(0)->add_flags("client_bound");
+  auto* all_flagged = rs->mutable_points(1);
+  all_flagged->set_status("flagged");
+  all_flagged->set_flagged_runs(2);
+  all_flagged->add_flags("client_bound");
+  all_flagged->add_flags("count_mismatch");
+  const nlohmann::json curve = ReportToJson(report)["models"][0]["rate_search"]["curve"];
+  EXPECT_EQ(curve[0]["flaggedRuns"], 1);
+  EXPECT_EQ(curve[0]["flags"], nlohmann::json::array({"client_bound"}));
+  EXPECT_EQ(curve[1]["status"], "flagged");
+  EXPECT_EQ(curve[1]["flaggedRuns"], 2);
+  const nlohmann::json plain =
+      ReportToJson(AfterSearchSample())["models"][0]["rate_search"]["curve"];
+  EXPECT_FALSE(plain[0].contains("flaggedRuns"));
+  EXPECT_FALSE(plain[0].contains("flags"));
+
+  std::string table = ReportToTable(report);
+  std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  auto row = [&](const std::string& rate) {
+    for (const auto& l : lines) {
+      if (absl::StartsWith(l, "    " + rate + " ")) return l;
+    }
+    return std::string();
+  };
+  EXPECT_THAT(row("8.000"), HasSubstr("2950.0"));
+  EXPECT_THAT(row("8.000"), HasSubstr("(1 flagged run not counted: client_bound)"));
+  EXPECT_THAT(row("8.000"), HasSubstr("<== best rate"));
+  EXPECT_THAT(row("10.000"), HasSubstr("flagged (client_bound, count_mismatch): not evidence"));
+  EXPECT_THAT(row("10.000"), ::testing::Not(HasSubstr("not counted")));
+}
+
 TEST(Report, CsvHasOneQuotedRowPerTrial) {
   std::string csv = ReportToCsv(Sample());
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
