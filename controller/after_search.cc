@@ -90,6 +90,22 @@ uint32_t CalibrationRunsAtMost(const crest::v1::CampaignSpec& spec) {
   return CalibrationRuns(spec) + spec.limits().max_retries();
 }
 
+CalibrationRepeats CountedCalibrationRepeats(const crest::v1::CampaignSpec& spec,
+                                             const std::map<SlotKey, Slot>& slots, int64_t point) {
+  CalibrationRepeats r;
+  for (uint32_t rep = 0;
+       rep < CalibrationRunsAtMost(spec) && r.counted.size() < CalibrationRuns(spec); ++rep) {
+    auto it = slots.find({point, rep});
+    const Slot s = it == slots.end() ? Slot{} : it->second;
+    if (s.ok && s.untrusted) {
+      ++r.flagged;
+    } else {
+      r.counted.emplace_back(rep, s);
+    }
+  }
+  return r;
+}
+
 crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& spec,
                                                  const std::string& model,
                                                  const std::vector<Trial>& trials,
@@ -118,11 +134,10 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
   const uint32_t runs = CalibrationRuns(spec);
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   auto slots = Slots(trials, model, /*calibration=*/true, max_attempts);
+  const CalibrationRepeats repeats = CountedCalibrationRepeats(spec, slots, point);
+  const uint32_t flagged = repeats.flagged;
   std::vector<NodeRun> after;
-  uint32_t flagged = 0;
-  for (uint32_t rep = 0; rep < CalibrationRunsAtMost(spec) && after.size() < runs; ++rep) {
-    auto it = slots.find({point, rep});
-    const Slot s = it == slots.end() ? Slot{} : it->second;
+  for (const auto& [rep, s] : repeats.counted) {
     if (s.infeasible || s.failed) {
       r.set_outcome("dropped");
       r.set_reason(absl::StrCat("the calibrated run at maxBatchSize ", point, " did not finish (",
@@ -136,11 +151,7 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
           flagged > 0 ? absl::StrCat(" (", flagged, " flagged, made up)") : std::string()));
       return r;
     }
-    if (s.untrusted) {
-      ++flagged;
-    } else {
-      after.push_back({point, s.node, s.speed});
-    }
+    after.push_back({point, s.node, s.speed});
   }
   if (after.empty()) {
     r.set_outcome("dropped");

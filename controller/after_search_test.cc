@@ -153,6 +153,34 @@ TEST(EvaluateCalibration, DroppedBeyondTheBandOrWhenTheRunFailed) {
   EXPECT_THAT(no_run.reason(), HasSubstr("daemon did not start"));
 }
 
+// The walk the verdict and the planner share: with two runs wanted and two
+// make-ups allowed, a flagged repeat is passed over and the next counts.
+TEST(CountedCalibrationRepeats, PassesOverFlaggedRepeatsWithinTheMakeUps) {
+  auto spec = SpecOf("calibrate: true\nsearch: {repeats: 2}\nlimits: {max_retries: 2}\n");
+  std::vector<Trial> trials = {Calibrated(2500, 0), Calibrated(2400, 1), Calibrated(2600, 2)};
+  trials[0].add_flags("client_bound");
+  auto slots = Slots(trials, "m", /*calibration=*/true, 3);
+  CalibrationRepeats walk = CountedCalibrationRepeats(spec, slots, 200);
+  EXPECT_EQ(walk.flagged, 1u);
+  ASSERT_EQ(walk.counted.size(), 2u);
+  EXPECT_EQ(walk.counted[0].first, 1u);
+  EXPECT_DOUBLE_EQ(walk.counted[0].second.speed, 2400);
+  EXPECT_EQ(walk.counted[1].first, 2u);
+  // Nothing run yet: the first two repeats count, not yet run.
+  CalibrationRepeats none = CountedCalibrationRepeats(spec, {}, 200);
+  ASSERT_EQ(none.counted.size(), 2u);
+  EXPECT_EQ(none.counted[1].first, 1u);
+  EXPECT_FALSE(none.counted[1].second.ok);
+  // Every repeat flagged: none counted, within 2 + 2.
+  for (auto& t : trials) t.add_flags("client_bound");
+  trials.push_back(Calibrated(2500, 3));
+  trials.back().add_flags("client_bound");
+  CalibrationRepeats lost =
+      CountedCalibrationRepeats(spec, Slots(trials, "m", /*calibration=*/true, 3), 200);
+  EXPECT_TRUE(lost.counted.empty());
+  EXPECT_EQ(lost.flagged, 4u);
+}
+
 TEST(EvaluateCalibration, AFlaggedRunIsMadeUpUpToMaxRetries) {
   auto spec = SpecOf("calibrate: true\nlimits: {max_retries: 2}\n");
   EXPECT_EQ(CalibrationRunsAtMost(spec), 3u);

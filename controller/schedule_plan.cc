@@ -151,15 +151,9 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
         EvaluateCalibration(spec, model.name(), trials, *chosen);
     if (calibration.outcome() == "pending") {
       auto cal_slots = Slots(trials, model.name(), /*calibration=*/true, max_attempts);
-      // Each repeat that is trusted, or may be, counts toward the runs; a
-      // flagged one is made up by the next (EvaluateCalibration).
-      uint32_t counted = 0;
-      for (uint32_t r = 0; r < CalibrationRunsAtMost(spec) && counted < CalibrationRuns(spec);
-           ++r) {
-        auto it = cal_slots.find({chosen->answer.point, r});
-        Slot slot = it == cal_slots.end() ? Slot{} : it->second;
-        if (slot.ok && slot.untrusted) continue;
-        ++counted;
+      // A flagged repeat is made up by the next, as the verdict counts.
+      for (const auto& [r, slot] :
+           CountedCalibrationRepeats(spec, cal_slots, chosen->answer.point).counted) {
         if (slot.ok || slot.running) continue;
         if (launch(CalibrationParameters(spec, *chosen), r, slot.attempts + 1)) {
           // Compared with the search's runs, not a confirmation of them: on
