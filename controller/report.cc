@@ -44,6 +44,16 @@ nlohmann::json CalibrationJson(const crest::v1::CalibrationReport& c) {
   return j;
 }
 
+// The notes beside a figure whose runs the trust checks flagged, the same
+// words in the maxBatchSize table and in the rate curve: every run flagged,
+// or `n` flagged runs left out of a trusted figure.
+std::string AllFlaggedNote(const std::string& flags) {
+  return absl::StrCat("flagged (", flags, "): not evidence");
+}
+std::string FlaggedNotCountedNote(uint32_t n, const std::string& flags) {
+  return absl::StrCat("(", n, " flagged run", n > 1 ? "s" : "", " not counted: ", flags, ")");
+}
+
 nlohmann::json RateSearchJson(const crest::v1::RateSearchReport& r) {
   nlohmann::json j = {{"maxBatchSize", r.max_batch_size()},
                       {"concurrency", r.concurrency()},
@@ -99,16 +109,15 @@ std::string AfterSearchText(const crest::v1::ModelReport& m) {
     for (const auto& p : r.points()) {
       std::string note;
       if (p.status() == "flagged") {
-        note = absl::StrCat("flagged (", absl::StrJoin(p.flags(), ", "), "): not evidence");
+        note = AllFlaggedNote(absl::StrJoin(p.flags(), ", "));
       } else if (p.status() != "ok") {
         note = p.status();
       } else if (p.rises()) {
         note = "rises";
       }
       if (p.status() != "flagged" && p.flagged_runs() > 0) {
-        absl::StrAppend(&note, note.empty() ? "" : " ", "(", p.flagged_runs(), " flagged run",
-                        p.flagged_runs() > 1 ? "s" : "",
-                        " not counted: ", absl::StrJoin(p.flags(), ", "), ")");
+        absl::StrAppend(&note, note.empty() ? "" : " ",
+                        FlaggedNotCountedNote(p.flagged_runs(), absl::StrJoin(p.flags(), ", ")));
       }
       absl::StrAppend(
           &out, absl::StrFormat("    %-14.3f %-14s %s%s\n", p.request_rate(),
@@ -286,10 +295,10 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
       if (shown.n > 0) {
         std::string note;
         if (row.trusted.n == 0) {
-          note = absl::StrCat("   flagged (", absl::StrJoin(row.flags, ", "), "): not evidence");
+          note = "   " + AllFlaggedNote(absl::StrJoin(row.flags, ", "));
         } else if (row.flagged.n > 0) {
-          note = absl::StrCat("   (", row.flagged.n, " flagged run", row.flagged.n > 1 ? "s" : "",
-                              " not counted: ", absl::StrJoin(row.flags, ", "), ")");
+          note = "   " + FlaggedNotCountedNote(static_cast<uint32_t>(row.flagged.n),
+                                               absl::StrJoin(row.flags, ", "));
         }
         absl::StrAppend(&out,
                         absl::StrFormat("  %-14d %-17d %-24.4f %-14.1f %s%s%s\n", point,
