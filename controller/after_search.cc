@@ -39,7 +39,8 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
   const auto slots = Slots(trials, model, false, max_attempts);
   const auto finished =
-      FinishedPoints(slots, std::max<uint32_t>(1, spec.search().repeats()), space.noise_prior);
+      FinishedPoints(slots, std::max<uint32_t>(1, spec.search().repeats()), space.noise_prior,
+                     SearchMakeups(slots, space.max_points, spec.limits().max_retries()));
   std::optional<SearchAnswer> answer = (*strategy)->Best(space, finished);
   if (!answer) return std::nullopt;
   ChosenPoint chosen;

@@ -106,23 +106,34 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
   };
   auto slots = Slots(trials, model.name(), /*calibration=*/false, max_attempts);
   const size_t lookahead = std::clamp<size_t>(places, 1, parallel);
+  const uint32_t makeups =
+      SearchMakeups(slots, space.max_points, static_cast<uint32_t>(max_retries));
   SearchDecision decision = strategy.Decide(
-      space, FinishedPoints(slots, spec.search().repeats(), space.noise_prior), lookahead);
+      space, FinishedPoints(slots, spec.search().repeats(), space.noise_prior, makeups), lookahead);
   if (!decision.done) {
     const uint32_t repeats = spec.search().repeats();
     for (int64_t point : decision.wanted) {
       auto more = decision.runs.find(point);
       const uint32_t runs = std::max(repeats, more == decision.runs.end() ? 0U : more->second);
-      // The spec's repeats run whatever they measure; beyond them the
-      // strategy wants trusted runs, so a flagged one is made up by the next
-      // repeat (max_trials bounds them): counting it would leave the search
-      // waiting for a run that never starts.
+      // A flagged run measured the client, not the server: one of the
+      // spec's repeats is made up by the next repeat, `makeups` times at
+      // most (BaseRunsEnded, which FinishedPoints waits for); beyond them the
+      // strategy wants trusted runs, so a flagged one is always made up
+      // (max_trials bounds them): counting it would leave the search waiting
+      // for a run that never starts.
       uint32_t counted = 0;
+      uint32_t made_up = 0;
       for (uint32_t r = 0; r < repeats || counted < runs; ++r) {
         auto it = slots.find({point, r});
         Slot slot = it == slots.end() ? Slot{} : it->second;
         if (slot.infeasible || slot.failed) break;  // the point has its outcome
-        if (slot.ok && slot.untrusted && r >= repeats) continue;
+        if (slot.ok && slot.untrusted) {
+          if (counted >= repeats) continue;
+          if (made_up < makeups) {
+            ++made_up;
+            continue;
+          }
+        }
         if (!slot.ok && !slot.running &&
             !launch(SearchParametersAt(spec, point), r, slot.attempts + 1)) {
           break;

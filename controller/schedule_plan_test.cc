@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "controller/spec_parser.h"
 
 namespace crest::controller {
@@ -165,6 +167,56 @@ TEST(PlanModel, AFlaggedRunIsMadeUpByAnotherRepeat) {
   EXPECT_TRUE(PlanWanting(WantsRuns(200, 2), trials, /*running=*/1).trials.empty());
 }
 
+// A flagged first run measured the client, not the server (a busy host): the
+// point is not measured yet, so its next repeat makes the run up, up to
+// limits.max_retries times, before the search goes on from it. (Seen in a
+// busy demo: every run near the knee was flagged, and the search answered
+// from the trusted points past the cliff, 27% below the practice's.)
+TEST(PlanModel, AFlaggedFirstRunIsMadeUpBeforeTheSearchGoesOn) {
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m}]
+search: {strategy: practice, range: [100, 300], initial: 100, step: 100}
+limits: {max_retries: 1}
+)");
+  PracticeSearch practice;
+  auto plan = [&](const std::vector<crest::v1::Trial>& trials) {
+    return Planned(PlanModel(spec, spec.models(0), ModelState{}, trials, practice, 0, 1, 0));
+  };
+  std::vector<crest::v1::Trial> trials = {Measured(100, crest::v1::TRIAL_OK, 10)};
+  trials[0].add_flags("client_bound");
+  EXPECT_THAT(plan(trials), ElementsAre("100/r1/a1"));
+  // The make-up is trusted: the ladder goes on from it.
+  std::vector<crest::v1::Trial> made_up = trials;
+  made_up.push_back(Measured(100, crest::v1::TRIAL_OK, 12));
+  made_up.back().set_repeat(1);
+  EXPECT_THAT(plan(made_up), ElementsAre("200/r0/a1"));
+  // Flagged again, and max_retries (1) allows no more: the point counts as
+  // measured (untrusted) and the search goes on rather than wait.
+  std::vector<crest::v1::Trial> lost = made_up;
+  lost.back().add_flags("client_bound");
+  EXPECT_THAT(plan(lost), ::testing::Not(::testing::Contains(::testing::StartsWith("100/"))));
+}
+
+// Plans the first model of `spec` with `strategy` on one place until it
+// finishes (40 rounds at most), each planned trial recorded as `measure`
+// makes it (its repeat and attempt set here) into `trials`.
+void PlayOnOnePlace(const crest::v1::CampaignSpec& spec, const SearchStrategy& strategy,
+                    std::vector<crest::v1::Trial>* trials,
+                    const std::function<crest::v1::Trial(const PlannedTrial&)>& measure) {
+  for (int round = 0; round < 40; ++round) {
+    ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, *trials, strategy, 0, 1, 0, 1);
+    if (plan.finished) return;
+    ASSERT_FALSE(plan.trials.empty()) << "round " << round << ": nothing runs, nothing starts";
+    for (const PlannedTrial& p : plan.trials) {
+      crest::v1::Trial t = measure(p);
+      t.set_repeat(p.repeat);
+      t.set_attempt(p.attempt);
+      trials->push_back(std::move(t));
+    }
+  }
+  FAIL() << "the model did not finish in 40 rounds";
+}
+
 TEST(PlanModel, TheKneeSearchEndsOnOnePlaceWhenEveryRepeatComesBackFlagged) {
   // Under load (a sanitizer build, a busy host) crest-bench may flag each
   // repeat as client-bound. The answer's confirmation then never counts, and
@@ -175,27 +227,44 @@ search: {range: [100, 400], initial: 200, max_trials: 12}
 )");
   KneeSearch knee;
   std::vector<crest::v1::Trial> trials;
-  int rounds = 0;
-  for (; rounds < 40; ++rounds) {
-    ModelPlan plan = PlanModel(spec, spec.models(0), ModelState{}, trials, knee, 0, 1, 0, 1);
-    if (plan.finished) break;
-    ASSERT_FALSE(plan.trials.empty()) << "round " << rounds << ": nothing runs, nothing starts";
-    for (const PlannedTrial& p : plan.trials) {
-      const int64_t b = p.parameters.max_batch_size();
-      // The knee at 250: throughput rises to it, preemptions past it.
-      crest::v1::Trial t = Measured(b, crest::v1::TRIAL_OK, b <= 250 ? b : 250 - 2.0 * (b - 250));
-      t.mutable_result()->mutable_daemon()->set_preemptions(b <= 250 ? 0 : b - 250);
-      t.set_repeat(p.repeat);
-      t.set_attempt(p.attempt);
-      if (p.repeat > 0) t.add_flags("client_bound");
-      trials.push_back(std::move(t));
-    }
-  }
-  ASSERT_LT(rounds, 40);
+  ASSERT_NO_FATAL_FAILURE(PlayOnOnePlace(spec, knee, &trials, [](const PlannedTrial& p) {
+    const int64_t b = p.parameters.max_batch_size();
+    // The knee at 250: throughput rises to it, preemptions past it.
+    crest::v1::Trial t = Measured(b, crest::v1::TRIAL_OK, b <= 250 ? b : 250 - 2.0 * (b - 250));
+    t.mutable_result()->mutable_daemon()->set_preemptions(b <= 250 ? 0 : b - 250);
+    if (p.repeat > 0) t.add_flags("client_bound");
+    return t;
+  }));
   EXPECT_LE(trials.size(), 12u);
   const ModelPlan last = PlanModel(spec, spec.models(0), ModelState{}, trials, knee, 0, 1, 0, 1);
   // Ended by the search itself, not by the planner's guard against waiting.
   EXPECT_THAT(last.done_reason.value_or(""), ::testing::HasSubstr("max_trials (12) reached"));
+}
+
+// A make-up is a run like any other: once the model's runs reach max_trials
+// the flagged ones count as they are, so a host that flags every run still
+// ends the search at its budget, with the reason the search gives.
+TEST(PlanModel, MakeUpsNeverCarryTheSearchPastMaxTrials) {
+  auto spec = PlanSpec(R"(name: p
+models: [{name: m}]
+search: {range: [100, 400], initial: 200, max_trials: 7}
+limits: {max_retries: 3}
+)");
+  KneeSearch knee;
+  std::vector<crest::v1::Trial> trials;
+  ASSERT_NO_FATAL_FAILURE(PlayOnOnePlace(spec, knee, &trials, [](const PlannedTrial& p) {
+    crest::v1::Trial t = Measured(p.parameters.max_batch_size(), crest::v1::TRIAL_OK, 100);
+    t.add_flags("client_bound");
+    return t;
+  }));
+  EXPECT_EQ(trials.size(), 7u);
+  // The first point was made up max_retries (3) times before the search went on.
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(trials[r].parameters().max_batch_size(), 200) << r;
+    EXPECT_EQ(trials[r].repeat(), static_cast<uint32_t>(r));
+  }
+  const ModelPlan last = PlanModel(spec, spec.models(0), ModelState{}, trials, knee, 0, 1, 0, 1);
+  EXPECT_THAT(last.done_reason.value_or(""), ::testing::HasSubstr("max_trials (7) reached"));
 }
 
 // The second run of maxBatchSize 500, whose first ran on node "a".

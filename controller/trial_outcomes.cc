@@ -71,25 +71,49 @@ std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& s
   return NodeFactors(runs, noise);
 }
 
+bool BaseRunsEnded(const std::map<SlotKey, Slot>& slots, int64_t point, uint32_t repeats,
+                   uint32_t makeups) {
+  uint32_t counted = 0;
+  uint32_t made_up = 0;
+  for (uint32_t r = 0; counted < repeats; ++r) {
+    auto it = slots.find({point, r});
+    if (it == slots.end()) return false;
+    const Slot& s = it->second;
+    if (!s.ok && !s.infeasible && !s.failed) return false;
+    if (s.ok && s.untrusted && made_up < makeups) {
+      ++made_up;
+      continue;
+    }
+    ++counted;
+  }
+  return true;
+}
+
+uint32_t SearchMakeups(const std::map<SlotKey, Slot>& slots, uint32_t max_trials,
+                       uint32_t max_retries) {
+  uint32_t ended = 0;
+  for (const auto& [key, s] : slots) ended += s.ok || s.infeasible || s.failed ? 1 : 0;
+  return ended < max_trials ? max_retries : 0;
+}
+
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
-                                               uint32_t repeats, double node_noise) {
+                                               uint32_t repeats, double node_noise,
+                                               uint32_t makeups) {
   std::map<std::string, NodeFactor> factors;
   if (node_noise > 0) factors = NodeFactorsOf(slots, node_noise);
-  std::map<int64_t, std::vector<std::pair<uint32_t, const Slot*>>> by_point;
-  for (const auto& [key, s] : slots) by_point[key.first].emplace_back(key.second, &s);
+  std::map<int64_t, std::vector<const Slot*>> by_point;
+  for (const auto& [key, s] : slots) by_point[key.first].push_back(&s);
   std::map<int64_t, PointOutcome> out;
   for (const auto& [point, list] : by_point) {
     PointOutcome o;
     o.runs = 0;
     bool any_infeasible = false;
     bool any_failed = false;
-    uint32_t base_ended = 0;
     double all_sum = 0;
     size_t all_ok = 0;
-    for (const auto& [repeat, s] : list) {
+    for (const Slot* s : list) {
       const bool ended = s->ok || s->infeasible || s->failed;
       if (ended) ++o.runs;
-      if (ended && repeat < repeats) ++base_ended;
       any_infeasible |= s->infeasible;
       any_failed |= s->failed;
       if ((s->infeasible || s->failed) && o.reason.empty()) o.reason = s->reason;
@@ -106,7 +130,7 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
       o.kind = PointOutcome::Kind::kInfeasible;
     } else if (any_failed) {
       o.kind = PointOutcome::Kind::kFailed;
-    } else if (base_ended < repeats) {
+    } else if (!BaseRunsEnded(slots, point, repeats, makeups)) {
       continue;  // unfinished
     } else if (!o.samples.empty()) {
       double sum = 0;

@@ -47,8 +47,24 @@ using SlotKey = std::pair<int64_t, uint32_t>;
 std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const std::string& model,
                               bool calibration, int max_attempts);
 
-// Point -> outcome for every point whose first `repeats` slots all ended
-// (runs a strategy asked for beyond them count once they end); a point with
+// Whether `point` has its `repeats` base runs: its slots walked in repeat
+// order, as the planner launches them, each must have ended, except that a
+// flagged run (a client-bound crest-bench measured the client, not the
+// server) is made up by the next repeat, at most `makeups` times; once the
+// make-ups are spent, flagged runs count as ended.
+bool BaseRunsEnded(const std::map<SlotKey, Slot>& slots, int64_t point, uint32_t repeats,
+                   uint32_t makeups);
+
+// The make-ups (BaseRunsEnded) a flagged base run of a model's search gets:
+// `max_retries` while the model's ended search runs are fewer than
+// `max_trials`, none after, so make-ups never carry a search past its budget
+// (a point still waiting for one then counts as measured, untrusted). The
+// planner and the report pass the same value, so they agree on the points.
+uint32_t SearchMakeups(const std::map<SlotKey, Slot>& slots, uint32_t max_trials,
+                       uint32_t max_retries);
+
+// Point -> outcome for every point whose base runs ended (BaseRunsEnded;
+// runs a strategy asked for beyond them count once they end); a point with
 // an infeasible slot is infeasible, else one with a failed slot failed, else
 // its objective is the mean speed over its unflagged ok runs (over all its
 // ok runs, marked untrusted, when every one is flagged). With `node_noise`
@@ -56,7 +72,8 @@ std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const
 // its node's factor first (node_effects.h): points compare as if measured on
 // one node.
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
-                                               uint32_t repeats, double node_noise = 0);
+                                               uint32_t repeats, double node_noise = 0,
+                                               uint32_t makeups = 0);
 
 // Node -> factor (node_effects.h) from the unflagged ok runs of `slots`, for
 // a run's relative noise `noise`.

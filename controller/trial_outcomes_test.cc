@@ -156,6 +156,46 @@ TEST(FinishedPoints, PreemptionsFlagsAndExtraRuns) {
   EXPECT_DOUBLE_EQ(points.at(700).objective, 40);
 }
 
+// With make-ups, a flagged base run is made up by the next repeat before the
+// point is finished; once they are spent, the flagged runs count.
+TEST(FinishedPoints, AFlaggedBaseRunWaitsForItsMakeUp) {
+  std::vector<Trial> trials = {
+      Outcome(500, 0, crest::v1::TRIAL_OK, 90), Outcome(600, 0, crest::v1::TRIAL_OK, 80),
+      Outcome(600, 1, crest::v1::TRIAL_OK, 81), Outcome(600, 2, crest::v1::TRIAL_OK, 82)};
+  for (auto& t : trials) t.add_flags("client_bound");
+  const auto slots = Slots(trials, "m", false, 3);
+  EXPECT_FALSE(BaseRunsEnded(slots, 500, 1, 2));
+  EXPECT_TRUE(BaseRunsEnded(slots, 600, 1, 2));  // two make-ups spent
+  EXPECT_FALSE(BaseRunsEnded(slots, 600, 1, 3));
+  EXPECT_TRUE(BaseRunsEnded(slots, 500, 1, 0));  // no make-ups: as measured
+  auto points = FinishedPoints(slots, 1, 0, /*makeups=*/2);
+  EXPECT_EQ(points.count(500), 0u);
+  ASSERT_EQ(points.count(600), 1u);
+  EXPECT_TRUE(points.at(600).untrusted);
+  EXPECT_EQ(points.at(600).runs, 3u);
+  // The make-up is trusted: the point's figure is that run alone.
+  trials.push_back(Outcome(500, 1, crest::v1::TRIAL_OK, 104));
+  points = FinishedPoints(Slots(trials, "m", false, 3), 1, 0, /*makeups=*/2);
+  ASSERT_EQ(points.count(500), 1u);
+  EXPECT_FALSE(points.at(500).untrusted);
+  EXPECT_THAT(points.at(500).samples, ElementsAre(104));
+  // A make-up still running: not finished.
+  trials.back().set_status(crest::v1::TRIAL_RUNNING);
+  EXPECT_EQ(FinishedPoints(Slots(trials, "m", false, 3), 1, 0, 2).count(500), 0u);
+}
+
+TEST(SearchMakeups, MaxRetriesUntilTheEndedRunsReachMaxTrials) {
+  std::vector<Trial> trials = {Outcome(500, 0, crest::v1::TRIAL_OK, 90),
+                               Outcome(500, 1, crest::v1::TRIAL_RUNNING),
+                               Outcome(600, 0, crest::v1::TRIAL_INFEASIBLE)};
+  trials[0].add_flags("client_bound");
+  auto slots = Slots(trials, "m", false, 3);
+  EXPECT_EQ(SearchMakeups(slots, 3, 2), 2u);  // a running trial has not ended
+  EXPECT_EQ(SearchMakeups(slots, 2, 2), 0u);
+  trials[1].set_status(crest::v1::TRIAL_OK);
+  EXPECT_EQ(SearchMakeups(Slots(trials, "m", false, 3), 3, 2), 0u);
+}
+
 TEST(FinishedPoints, CountsTheTrustedRunsMeasuredBesideNeighbours) {
   std::vector<Trial> trials = {Outcome(500, 0, crest::v1::TRIAL_OK, 100),
                                Outcome(500, 1, crest::v1::TRIAL_OK, 101),

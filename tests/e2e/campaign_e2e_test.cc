@@ -54,9 +54,10 @@ host: {governor: performance, thp: always}
   EXPECT_EQ(report["id"], "c1");
   EXPECT_EQ(report["state"], "succeeded");
   const auto& llama3 = Model(report, "LLaMa3-8B");
-  ASSERT_EQ(llama3["trials"].size(), 3u) << llama3.dump(2);
-  // Auto range from npuBlockNum 2176 with MaxOutputLen 64: start floor(2176 / 3) = 725.
-  std::vector<int64_t> points;
+  // Auto range from npuBlockNum 2176 with MaxOutputLen 64: start floor(2176 / 3) = 725;
+  // the ladder's three points (max_trials 3), each measured once: a run
+  // flagged on a busy machine is made up by the point's next repeat.
+  EXPECT_THAT(MeasuredPoints(llama3), ::testing::ElementsAre(725, 800, 900)) << llama3.dump(2);
   std::set<std::string> nodes;
   for (const auto& t : llama3["trials"]) {
     EXPECT_EQ(t["status"], "ok") << t.dump();
@@ -65,11 +66,8 @@ host: {governor: performance, thp: always}
     EXPECT_GT(t["GenerateSpeed"].get<double>(), 0);
     EXPECT_GT(t["FirstTokenTime"].get<double>(), 0);
     EXPECT_FALSE(t["started"].get<std::string>().empty());
-    points.push_back(t["maxBatchSize"]);
     nodes.insert(t["node"]);
   }
-  std::sort(points.begin(), points.end());
-  EXPECT_THAT(points, ::testing::ElementsAre(725, 800, 900));
   EXPECT_THAT(nodes, ::testing::IsSubsetOf({"node-1", "node-2"}));
   EXPECT_FALSE(llama3["best"].is_null());
   EXPECT_GT(llama3["best"]["GenerateSpeed"].get<double>(), 0);
@@ -169,7 +167,7 @@ client: {request_count: 400, max_output_len: 64}
   EXPECT_EQ(m["trials"][1]["attempt"], 2);
   for (size_t i = 1; i < m["trials"].size(); ++i) EXPECT_EQ(m["trials"][i]["node"], "node-2");
   for (const auto& [point, n] : OkPerPoint(m)) EXPECT_EQ(n, 1) << point;
-  EXPECT_EQ(OkPerPoint(m).size(), 3u);  // 100, 200, 300 each once
+  EXPECT_EQ(MeasuredPoints(m).size(), 3u);  // 100, 200, 300 each once
   CommandResult agents = Cli({"campaign", "agents", "--output", "json"});
   auto j = nlohmann::json::parse(agents.output, nullptr, false);
   ASSERT_TRUE(j.is_array()) << agents.output;

@@ -179,6 +179,32 @@ std::map<int64_t, int> CampaignFixture::OkPerPoint(const nlohmann::json& model) 
   return ok;
 }
 
+std::set<int64_t> CampaignFixture::MeasuredPoints(const nlohmann::json& model, int max_retries) {
+  // point -> repeat -> flagged, of its ok search runs.
+  std::map<int64_t, std::map<int64_t, bool>> runs;
+  for (const auto& t : model["trials"]) {
+    if (t["status"] != "ok" || t["calibration"].get<bool>() || t.value("rateSearch", false)) {
+      continue;
+    }
+    runs[t["maxBatchSize"].get<int64_t>()][t["repeat"].get<int64_t>()] =
+        t.contains("flags") && !t["flags"].empty();
+  }
+  std::set<int64_t> points;
+  for (const auto& [point, by_repeat] : runs) {
+    points.insert(point);
+    int64_t expected_repeat = 0;
+    for (const auto& [repeat, flagged] : by_repeat) {
+      EXPECT_EQ(repeat, expected_repeat++) << "point " << point << ": a repeat is missing";
+      const bool last = repeat + 1 == static_cast<int64_t>(by_repeat.size());
+      EXPECT_TRUE(flagged || last)
+          << "point " << point << ": trusted run " << repeat << " was run again";
+      EXPECT_TRUE(!flagged || last || repeat < max_retries)
+          << "point " << point << ": flagged run " << repeat << " made up past max_retries";
+    }
+  }
+  return points;
+}
+
 HostState CampaignFixture::Host(const std::string& name) {
   using crest::agent::testing::ReadFakeFile;
   HostState h;

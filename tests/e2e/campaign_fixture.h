@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,12 @@ class CampaignFixture : public ::testing::Test {
   static const nlohmann::json& Model(const nlohmann::json& report, const std::string& name);
   // Every (point, repeat) measured at most once ok; returns point -> ok count.
   static std::map<int64_t, int> OkPerPoint(const nlohmann::json& model);
+  // The points of a one-run-per-point search (repeats 1, e.g. the practice
+  // ladder) that have an ok run, each checked to be measured once: in
+  // repeat order, flagged runs (crest-bench client-bound on a busy machine)
+  // each made up by the next, `max_retries` times at most, and at most one
+  // trusted run, the last.
+  static std::set<int64_t> MeasuredPoints(const nlohmann::json& model, int max_retries = 2);
 
   // The host settings of agent `name` now.
   HostState Host(const std::string& name);
