@@ -91,13 +91,6 @@ class AfterSearchE2e : public CampaignFixture {
   }
 };
 
-// Whether a run was flagged by the measurement-trust checks (a client-bound
-// crest-bench on a machine whose CPUs other tests take): its figure is never
-// evidence.
-bool Flagged(const nlohmann::json& trial) {
-  return trial.contains("flags") && !trial["flags"].empty();
-}
-
 // Whether the search has an answer to go on from. When other work takes the
 // machine's CPUs, crest-bench can be the bottleneck of every search run:
 // each is flagged, the model has no answer (an untrusted best, not a

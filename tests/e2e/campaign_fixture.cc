@@ -179,6 +179,10 @@ std::map<int64_t, int> CampaignFixture::OkPerPoint(const nlohmann::json& model) 
   return ok;
 }
 
+bool Flagged(const nlohmann::json& trial) {
+  return trial.contains("flags") && !trial["flags"].empty();
+}
+
 std::set<int64_t> CampaignFixture::MeasuredPoints(const nlohmann::json& model, int max_retries) {
   // point -> repeat -> flagged, of its ok search runs.
   std::map<int64_t, std::map<int64_t, bool>> runs;
@@ -186,8 +190,7 @@ std::set<int64_t> CampaignFixture::MeasuredPoints(const nlohmann::json& model, i
     if (t["status"] != "ok" || t["calibration"].get<bool>() || t.value("rateSearch", false)) {
       continue;
     }
-    runs[t["maxBatchSize"].get<int64_t>()][t["repeat"].get<int64_t>()] =
-        t.contains("flags") && !t["flags"].empty();
+    runs[t["maxBatchSize"].get<int64_t>()][t["repeat"].get<int64_t>()] = Flagged(t);
   }
   std::set<int64_t> points;
   for (const auto& [point, by_repeat] : runs) {

@@ -45,6 +45,11 @@ struct HostState {
   }
 };
 
+// Whether a report's trial was flagged by the measurement-trust checks (a
+// client-bound crest-bench on a machine whose CPUs other tests take): its
+// figure is never evidence.
+bool Flagged(const nlohmann::json& trial);
+
 class CampaignFixture : public ::testing::Test {
  protected:
   void SetUp() override;

@@ -225,10 +225,17 @@ TEST_F(Faults, OutOfMemoryAtStartForALargeMaxBatchSize) {
   nlohmann::json report = Report(id);
   EXPECT_EQ(report["state"], "succeeded");
   const auto& m = Model(report, "LLaMa3-8B");
-  ASSERT_EQ(m["trials"].size(), 3u) << m.dump(2);
-  EXPECT_EQ(m["trials"][2]["maxBatchSize"], 300);
-  EXPECT_EQ(m["trials"][2]["status"], "infeasible");
-  EXPECT_THAT(m["trials"][2]["reason"].get<std::string>(), HasSubstr("out of memory"));
+  // 100 and 200 measured (a flagged run made up by the next repeat), then
+  // 300 out of memory once: the ladder stops there.
+  EXPECT_THAT(MeasuredPoints(m), ::testing::ElementsAre(100, 200)) << m.dump(2);
+  ASSERT_FALSE(m["trials"].empty());
+  const auto& last = m["trials"].back();
+  EXPECT_EQ(last["maxBatchSize"], 300);
+  EXPECT_EQ(last["status"], "infeasible");
+  EXPECT_THAT(last["reason"].get<std::string>(), HasSubstr("out of memory"));
+  for (const auto& t : m["trials"]) {
+    EXPECT_TRUE(t["status"] == "ok" || &t == &last) << t.dump();
+  }
   EXPECT_THAT(m["best"]["maxBatchSize"].get<int>(), AnyOf(100, 200));  // never the OOM point
   ExpectClosingChecks(id, hosts);
 }
@@ -332,8 +339,8 @@ TEST_F(Faults, ControllerSigkillAtTwentyPointsResumesToTheSameReport) {
     int64_t best = 0;
     double speed = -1;
     for (const auto& t : model["trials"]) {
-      if (t.contains("flags") && !untrusted) continue;
-      EXPECT_TRUE(!untrusted || t["status"] != "ok" || t.contains("flags"))
+      if (Flagged(t) && !untrusted) continue;
+      EXPECT_TRUE(!untrusted || t["status"] != "ok" || Flagged(t))
           << "an untrusted best beside an unflagged run: " << t.dump();
       if (t["status"] == "ok" && t["GenerateSpeed"].get<double>() > speed) {
         speed = t["GenerateSpeed"].get<double>();
