@@ -236,10 +236,19 @@ TEST_F(SearchE2e, ControllerSigkillMidSearchEndsAtTheSameAnswer) {
     }
   }
   EXPECT_EQ(interrupted, 1) << absl::StrJoin(Summary(resumed), " ");
-  // The runs before the kill were the reference's.
-  for (size_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(Summary(resumed)[i], Summary(reference)[i]);
-  }
+  // The search went the reference's way: the same first two points, in
+  // order (a flagged run's make-up, on a busy machine, is its point again).
+  auto first_points = [](const nlohmann::json& m) {
+    std::vector<int64_t> points;
+    for (const auto& t : m["trials"]) {
+      const int64_t p = t["maxBatchSize"];
+      if (points.empty() || points.back() != p) points.push_back(p);
+      if (points.size() == 2) break;
+    }
+    return points;
+  };
+  EXPECT_EQ(first_points(resumed), first_points(reference))
+      << absl::StrJoin(Summary(resumed), " ") << " vs " << absl::StrJoin(Summary(reference), " ");
 }
 
 }  // namespace
