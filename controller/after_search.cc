@@ -91,20 +91,11 @@ uint32_t CalibrationRunsAtMost(const crest::v1::CampaignSpec& spec) {
   return CalibrationRuns(spec) + spec.limits().max_retries();
 }
 
-CalibrationRepeats CountedCalibrationRepeats(const crest::v1::CampaignSpec& spec,
-                                             const std::map<SlotKey, Slot>& slots, int64_t point) {
-  CalibrationRepeats r;
-  for (uint32_t rep = 0;
-       rep < CalibrationRunsAtMost(spec) && r.counted.size() < CalibrationRuns(spec); ++rep) {
-    auto it = slots.find({point, rep});
-    const Slot s = it == slots.end() ? Slot{} : it->second;
-    if (s.ok && s.untrusted) {
-      ++r.flagged;
-    } else {
-      r.counted.emplace_back(rep, s);
-    }
-  }
-  return r;
+WalkedRepeats CountedCalibrationRepeats(const crest::v1::CampaignSpec& spec,
+                                        const std::map<SlotKey, Slot>& slots, int64_t point) {
+  return WalkRepeats(
+      slots, point,
+      {.runs = CalibrationRuns(spec), .base_runs = 0, .max_repeats = CalibrationRunsAtMost(spec)});
 }
 
 crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& spec,
@@ -135,8 +126,8 @@ crest::v1::CalibrationReport EvaluateCalibration(const crest::v1::CampaignSpec& 
   const uint32_t runs = CalibrationRuns(spec);
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   auto slots = Slots(trials, model, /*calibration=*/true, max_attempts);
-  const CalibrationRepeats repeats = CountedCalibrationRepeats(spec, slots, point);
-  const uint32_t flagged = repeats.flagged;
+  const WalkedRepeats repeats = CountedCalibrationRepeats(spec, slots, point);
+  const uint32_t flagged = repeats.passed_over;
   std::vector<NodeRun> after;
   for (const auto& [rep, s] : repeats.counted) {
     if (s.infeasible || s.failed) {

@@ -57,16 +57,11 @@ uint32_t CalibrationRuns(const crest::v1::CampaignSpec& spec);
 uint32_t CalibrationRunsAtMost(const crest::v1::CampaignSpec& spec);
 
 // The calibration's repeats at `point`, walked as both the verdict and the
-// planner walk them: in order, within CalibrationRunsAtMost, each repeat
-// that is trusted or may yet be (running, not run, failed) counts until
-// CalibrationRuns are counted; a flagged one is passed over and counted in
-// `flagged`.
-struct CalibrationRepeats {
-  std::vector<std::pair<uint32_t, Slot>> counted;  // (repeat, its slot)
-  uint32_t flagged = 0;
-};
-CalibrationRepeats CountedCalibrationRepeats(const crest::v1::CampaignSpec& spec,
-                                             const std::map<SlotKey, Slot>& slots, int64_t point);
+// planner walk them (WalkRepeats): in order, within CalibrationRunsAtMost,
+// each repeat that is trusted or may yet be (running, not run, failed) counts
+// until CalibrationRuns are counted; every flagged one is passed over.
+WalkedRepeats CountedCalibrationRepeats(const crest::v1::CampaignSpec& spec,
+                                        const std::map<SlotKey, Slot>& slots, int64_t point);
 
 // The calibration of `model` as recorded (spec.calibrate() set): "skipped"
 // in text mode or without latencies, "pending" while runs are missing (a

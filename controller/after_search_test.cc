@@ -160,14 +160,14 @@ TEST(CountedCalibrationRepeats, PassesOverFlaggedRepeatsWithinTheMakeUps) {
   std::vector<Trial> trials = {Calibrated(2500, 0), Calibrated(2400, 1), Calibrated(2600, 2)};
   trials[0].add_flags("client_bound");
   auto slots = Slots(trials, "m", /*calibration=*/true, 3);
-  CalibrationRepeats walk = CountedCalibrationRepeats(spec, slots, 200);
-  EXPECT_EQ(walk.flagged, 1u);
+  WalkedRepeats walk = CountedCalibrationRepeats(spec, slots, 200);
+  EXPECT_EQ(walk.passed_over, 1u);
   ASSERT_EQ(walk.counted.size(), 2u);
   EXPECT_EQ(walk.counted[0].first, 1u);
   EXPECT_DOUBLE_EQ(walk.counted[0].second.speed, 2400);
   EXPECT_EQ(walk.counted[1].first, 2u);
   // Nothing run yet: the first two repeats count, not yet run.
-  CalibrationRepeats none = CountedCalibrationRepeats(spec, {}, 200);
+  WalkedRepeats none = CountedCalibrationRepeats(spec, {}, 200);
   ASSERT_EQ(none.counted.size(), 2u);
   EXPECT_EQ(none.counted[1].first, 1u);
   EXPECT_FALSE(none.counted[1].second.ok);
@@ -175,10 +175,10 @@ TEST(CountedCalibrationRepeats, PassesOverFlaggedRepeatsWithinTheMakeUps) {
   for (auto& t : trials) t.add_flags("client_bound");
   trials.push_back(Calibrated(2500, 3));
   trials.back().add_flags("client_bound");
-  CalibrationRepeats lost =
+  WalkedRepeats lost =
       CountedCalibrationRepeats(spec, Slots(trials, "m", /*calibration=*/true, 3), 200);
   EXPECT_TRUE(lost.counted.empty());
-  EXPECT_EQ(lost.flagged, 4u);
+  EXPECT_EQ(lost.passed_over, 4u);
 }
 
 TEST(EvaluateCalibration, AFlaggedRunIsMadeUpUpToMaxRetries) {

@@ -117,28 +117,18 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
       const uint32_t runs = std::max(repeats, more == decision.runs.end() ? 0U : more->second);
       // A flagged run measured the client, not the server: one of the
       // spec's repeats is made up by the next repeat, `makeups` times at
-      // most (BaseRunsEnded, which FinishedPoints waits for); beyond them the
-      // strategy wants trusted runs, so a flagged one is always made up
-      // (max_trials bounds them): counting it would leave the search waiting
-      // for a run that never starts.
-      uint32_t counted = 0;
-      uint32_t made_up = 0;
-      for (uint32_t r = 0; r < repeats || counted < runs; ++r) {
-        auto it = slots.find({point, r});
-        Slot slot = it == slots.end() ? Slot{} : it->second;
+      // most (as FinishedPoints waits for); beyond them the strategy wants
+      // trusted runs, so a flagged one is always made up (max_trials bounds
+      // them): counting it would leave the search waiting for a run that
+      // never starts.
+      const WalkedRepeats walked =
+          WalkRepeats(slots, point, {.runs = runs, .base_runs = repeats, .makeups = makeups});
+      for (const auto& [r, slot] : walked.counted) {
         if (slot.infeasible || slot.failed) break;  // the point has its outcome
-        if (slot.ok && slot.untrusted) {
-          if (counted >= repeats) continue;
-          if (made_up < makeups) {
-            ++made_up;
-            continue;
-          }
-        }
         if (!slot.ok && !slot.running &&
             !launch(SearchParametersAt(spec, point), r, slot.attempts + 1)) {
           break;
         }
-        ++counted;
       }
     }
     // The strategy asked only for runs that have ended: it has nothing to

@@ -71,22 +71,35 @@ std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& s
   return NodeFactors(runs, noise);
 }
 
+WalkedRepeats WalkRepeats(const std::map<SlotKey, Slot>& slots, int64_t point,
+                          const RepeatWalk& walk) {
+  WalkedRepeats out;
+  uint32_t made_up = 0;
+  for (uint32_t r = 0;
+       out.counted.size() < walk.runs && (walk.max_repeats == 0 || r < walk.max_repeats); ++r) {
+    auto it = slots.find({point, r});
+    const Slot s = it == slots.end() ? Slot{} : it->second;
+    if (s.ok && s.untrusted) {
+      const bool beyond_base = out.counted.size() >= walk.base_runs;
+      if (beyond_base || made_up < walk.makeups) {
+        if (!beyond_base) ++made_up;
+        ++out.passed_over;
+        continue;
+      }
+    }
+    out.counted.emplace_back(r, s);
+  }
+  return out;
+}
+
 bool BaseRunsEnded(const std::map<SlotKey, Slot>& slots, int64_t point, uint32_t repeats,
                    uint32_t makeups) {
-  uint32_t counted = 0;
-  uint32_t made_up = 0;
-  for (uint32_t r = 0; counted < repeats; ++r) {
-    auto it = slots.find({point, r});
-    if (it == slots.end()) return false;
-    const Slot& s = it->second;
-    if (!s.ok && !s.infeasible && !s.failed) return false;
-    if (s.ok && s.untrusted && made_up < makeups) {
-      ++made_up;
-      continue;
-    }
-    ++counted;
-  }
-  return true;
+  const WalkedRepeats walked =
+      WalkRepeats(slots, point, {.runs = repeats, .base_runs = repeats, .makeups = makeups});
+  return std::all_of(walked.counted.begin(), walked.counted.end(), [](const auto& counted) {
+    const Slot& s = counted.second;
+    return s.ok || s.infeasible || s.failed;
+  });
 }
 
 uint32_t SearchMakeups(const std::map<SlotKey, Slot>& slots, uint32_t max_trials,

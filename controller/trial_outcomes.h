@@ -47,11 +47,33 @@ using SlotKey = std::pair<int64_t, uint32_t>;
 std::map<SlotKey, Slot> Slots(const std::vector<crest::v1::Trial>& trials, const std::string& model,
                               bool calibration, int max_attempts);
 
-// Whether `point` has its `repeats` base runs: its slots walked in repeat
-// order, as the planner launches them, each must have ended, except that a
-// flagged run (a client-bound crest-bench measured the client, not the
-// server) is made up by the next repeat, at most `makeups` times; once the
-// make-ups are spent, flagged runs count as ended.
+// How a point's repeats are walked, in repeat order as the planner launches
+// them. A flagged run (ok but untrusted: a client-bound crest-bench measured
+// the client, not the server) may be passed over, the next repeat making it
+// up; the others count, whether ended, running or not yet started.
+struct RepeatWalk {
+  uint32_t runs = 1;  // repeats that must count
+  // Among the first `base_runs` counted, at most `makeups` flagged runs are
+  // passed over; once they are spent, a flagged run counts. Beyond
+  // `base_runs`, a flagged run is always passed over.
+  uint32_t base_runs = 1;
+  uint32_t makeups = 0;
+  uint32_t max_repeats = 0;  // repeats walked at most; 0: no bound
+};
+struct WalkedRepeats {
+  // (repeat, its slot: Slot{} when it never started), in repeat order; fewer
+  // than `runs` only when max_repeats ended the walk.
+  std::vector<std::pair<uint32_t, Slot>> counted;
+  uint32_t passed_over = 0;  // flagged runs made up by a later repeat
+};
+// The one walk over a point's repeats: the search's base runs
+// (BaseRunsEnded), the planner's launches and the calibration's verdict
+// differ only in the knobs they pass.
+WalkedRepeats WalkRepeats(const std::map<SlotKey, Slot>& slots, int64_t point,
+                          const RepeatWalk& walk);
+
+// Whether `point` has its `repeats` base runs: walked with at most `makeups`
+// flagged runs made up (WalkRepeats), each counted run has ended.
 bool BaseRunsEnded(const std::map<SlotKey, Slot>& slots, int64_t point, uint32_t repeats,
                    uint32_t makeups);
 

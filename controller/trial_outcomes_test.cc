@@ -184,6 +184,36 @@ TEST(FinishedPoints, AFlaggedBaseRunWaitsForItsMakeUp) {
   EXPECT_EQ(FinishedPoints(Slots(trials, "m", false, 3), 1, 0, 2).count(500), 0u);
 }
 
+// The knobs of the one walk: make-ups within the base runs, flagged runs
+// always passed over beyond them, and a bound on the repeats walked.
+TEST(WalkRepeats, PassesOverFlaggedRunsAsTheKnobsSay) {
+  // Repeats 0, 1 and 3 flagged, 2 trusted, 4 not started.
+  std::vector<Trial> trials = {
+      Outcome(500, 0, crest::v1::TRIAL_OK, 90), Outcome(500, 1, crest::v1::TRIAL_OK, 91),
+      Outcome(500, 2, crest::v1::TRIAL_OK, 100), Outcome(500, 3, crest::v1::TRIAL_OK, 92)};
+  for (int i : {0, 1, 3}) trials[i].add_flags("client_bound");
+  const auto slots = Slots(trials, "m", false, 3);
+  auto repeats_of = [](const WalkedRepeats& walked) {
+    std::vector<uint32_t> out;
+    for (const auto& [r, slot] : walked.counted) out.push_back(r);
+    return out;
+  };
+  // One make-up: repeat 0 is made up by 1, which, flagged too, counts.
+  WalkedRepeats one = WalkRepeats(slots, 500, {.runs = 1, .base_runs = 1, .makeups = 1});
+  EXPECT_THAT(repeats_of(one), ElementsAre(1));
+  EXPECT_EQ(one.passed_over, 1u);
+  // Beyond the base run, a flagged run is always passed over, and a repeat
+  // not yet started counts (the planner launches it).
+  WalkedRepeats more = WalkRepeats(slots, 500, {.runs = 3, .base_runs = 1, .makeups = 2});
+  EXPECT_THAT(repeats_of(more), ElementsAre(2, 4, 5));
+  EXPECT_EQ(more.passed_over, 3u);
+  EXPECT_FALSE(more.counted[1].second.ok);
+  // Every flagged run passed over, within four repeats: one counted.
+  WalkedRepeats bounded = WalkRepeats(slots, 500, {.runs = 2, .base_runs = 0, .max_repeats = 4});
+  EXPECT_THAT(repeats_of(bounded), ElementsAre(2));
+  EXPECT_EQ(bounded.passed_over, 3u);
+}
+
 TEST(SearchMakeups, MaxRetriesUntilTheEndedRunsReachMaxTrials) {
   std::vector<Trial> trials = {Outcome(500, 0, crest::v1::TRIAL_OK, 90),
                                Outcome(500, 1, crest::v1::TRIAL_RUNNING),
