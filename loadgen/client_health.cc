@@ -77,12 +77,15 @@ void JudgeClientHealth(double request_rate, crest::v1::ClientHealth* health) {
   if (request_rate > 0) {
     const double send_limit =
         std::max(absl::ToDoubleMilliseconds(kClientBoundSendLagFloor), 1000.0 / request_rate);
-    if (health->send_lag_p99_ms() > send_limit) {
+    const double window_ms = 1000 * health->wall_seconds();
+    const double max_share = window_ms > 0 ? health->send_lag_max_ms() / window_ms : 1.0;
+    if (health->send_lag_p99_ms() > send_limit && max_share >= kClientBoundSendLagShare) {
       std::string why = absl::StrFormat(
           "sends fell behind the schedule: send lag p99 %.1f ms (threshold %.1f ms, the larger "
-          "of %.0f ms and 1/rate)",
+          "of %.0f ms and 1/rate), max %.1f ms = %.1f%% of the window (threshold %.0f%%)",
           health->send_lag_p99_ms(), send_limit,
-          absl::ToDoubleMilliseconds(kClientBoundSendLagFloor));
+          absl::ToDoubleMilliseconds(kClientBoundSendLagFloor), health->send_lag_max_ms(),
+          100 * max_share, 100 * kClientBoundSendLagShare);
       if (health->slot_waits() > 0) {
         absl::StrAppend(&why, "; ", health->slot_waits(),
                         " arrivals waited for a free Concurrency slot (the rate needs more "

@@ -102,15 +102,37 @@ TEST(JudgeClientHealthTest, SendLagCountsOnlyInRateMode) {
   JudgeClientHealth(10, &h);
   EXPECT_FALSE(h.client_bound());
 
-  // At 1000 req/s the floor (2 ms) applies.
+  // At 1000 req/s the floor (2 ms) applies; the longest lag, 300 ms, is 1% of
+  // the 30 s window.
   h = Easy();
   h.set_send_lag_p99_ms(2.5);
+  h.set_send_lag_max_ms(300);
   h.set_slot_waits(7);
   JudgeClientHealth(1000, &h);
   EXPECT_TRUE(h.client_bound());
   EXPECT_THAT(h.client_bound_reason(),
               AllOf(HasSubstr("send lag p99 2.5 ms"), HasSubstr("threshold 2.0 ms"),
+                    HasSubstr("max 300.0 ms = 1.0% of the window"),
                     HasSubstr("7 arrivals waited for a free Concurrency slot")));
+}
+
+// A schedule missed by a few milliseconds in a long window cannot have moved
+// the figure: the server got each request at most max lag late.
+TEST(JudgeClientHealthTest, SendLagShortOfAHundredthOfTheWindowIsNoMark) {
+  crest::v1::ClientHealth h = Easy();
+  h.set_send_lag_p99_ms(11.2);
+  h.set_send_lag_max_ms(290);  // 0.97% of 30 s
+  JudgeClientHealth(2000, &h);
+  EXPECT_FALSE(h.client_bound());
+  EXPECT_EQ(h.client_bound_reason(), "");
+  // The same lag in a 2.5 s window is 11.6% of it.
+  h.set_wall_seconds(2.5);
+  JudgeClientHealth(2000, &h);
+  EXPECT_TRUE(h.client_bound());
+  // No window measured: the lag is judged by its p99 alone.
+  h.set_wall_seconds(0);
+  JudgeClientHealth(2000, &h);
+  EXPECT_TRUE(h.client_bound());
 }
 
 TEST(JudgeClientHealthTest, SeveralReasonsAreAllListed) {
