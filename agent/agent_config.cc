@@ -244,8 +244,10 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, const std::
   return config;
 }
 
-absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& template_path) {
-  if (::access(config.config_json.c_str(), F_OK) == 0) return absl::OkStatus();
+absl::StatusOr<std::vector<PortReservation>> PrepareSimConfigJson(
+    const AgentConfig& config, const std::string& template_path) {
+  std::vector<PortReservation> reserved;
+  if (::access(config.config_json.c_str(), F_OK) == 0) return reserved;
   auto text = ReadFileToString(template_path);
   if (!text.ok()) {
     return Annotate(text.status(), "reading the simulator's config.json template");
@@ -255,7 +257,9 @@ absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& 
   auto port = [&](int configured, const char* key) -> absl::Status {
     int p = configured;
     if (p == 0) {
-      CREST_ASSIGN_OR_RETURN(p, PickListenPort());
+      CREST_ASSIGN_OR_RETURN(PortReservation r, ReserveListenPort());
+      p = r.port();
+      reserved.push_back(std::move(r));
     }
     edits.push_back({{"ServerConfig", key}, absl::StrCat(p)});
     return absl::OkStatus();
@@ -270,7 +274,8 @@ absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& 
   }
   CREST_ASSIGN_OR_RETURN(std::string edited, ApplyJsonEdits(*text, edits));
   CREST_RETURN_IF_ERROR(MakeDirectories(config.install_dir + "/conf"));
-  return WriteFileAtomically(config.config_json, edited, 0640);
+  CREST_RETURN_IF_ERROR(WriteFileAtomically(config.config_json, edited, 0640));
+  return reserved;
 }
 
 }  // namespace crest::agent

@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 
 #include "agent/slots.h"
+#include "common/listen_port.h"
 
 namespace crest::agent {
 
@@ -97,7 +98,10 @@ absl::StatusOr<AgentConfig> LoadAgentConfig(const std::string& path, const std::
 
 // For the built-in simulator: creates config.json from the shipped template
 // at `template_path` (if it does not exist yet) with the configured ports
-// (free ones picked when 0: PickListenPort), model name and plain HTTP.
-absl::Status PrepareSimConfigJson(const AgentConfig& config, const std::string& template_path);
+// (free ones picked when 0), model name and plain HTTP. The picked ports come
+// back reserved (ReserveListenPort): held for the agent's life, no other
+// agent starting on the host can pick them while this one's daemon is down.
+absl::StatusOr<std::vector<PortReservation>> PrepareSimConfigJson(const AgentConfig& config,
+                                                                  const std::string& template_path);
 
 }  // namespace crest::agent

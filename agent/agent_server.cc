@@ -99,9 +99,12 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
     agent_options.npu_smi = *exe_dir + "/npu-smi-sim";
     agent_options.npu_smi_env = {{"MIES_INSTALL_PATH", config.install_dir},
                                  {"MINDIE_SIM_SYSFS_ROOT", options.sysfs_root}};
-    CREST_RETURN_IF_ERROR(PrepareSimConfigJson(config, *share_dir + "/conf/config.json"));
   }
   std::unique_ptr<AgentServer> s(new AgentServer());
+  if (config.use_builtin_sim) {
+    CREST_ASSIGN_OR_RETURN(s->sim_ports_,
+                           PrepareSimConfigJson(config, *share_dir + "/conf/config.json"));
+  }
   s->agent_ = std::make_unique<NodeAgent>(agent_options, config, &s->clock_,
                                           HostTuner::SystemCpupower(), &loadgen::RunBenchmark);
   CREST_RETURN_IF_ERROR(Annotate(s->agent_->Recover(), "crash recovery and slots"));

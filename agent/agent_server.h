@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,6 +19,7 @@
 #include "agent/node_agent.h"
 #include "agent/registrar.h"
 #include "common/clock.h"
+#include "common/listen_port.h"
 #include "common/peer_identity.h"
 #include "common/tls.h"
 
@@ -68,6 +70,7 @@ class AgentServer {
 
   // Declared so that destruction goes from the registrar back to the clock.
   SystemClock clock_;
+  std::vector<PortReservation> sim_ports_;  // the built-in simulator's picked ports
   std::unique_ptr<NodeAgent> agent_;
   std::unique_ptr<Authorizer> authz_;
   std::unique_ptr<AgentService> service_;

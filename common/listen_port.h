@@ -31,4 +31,35 @@ absl::StatusOr<int> PickListenPort(PortRange ephemeral);
 // it cannot be read).
 absl::StatusOr<int> PickListenPort();
 
+// A port picked as PickListenPort picks it, and held: a socket stays bound to
+// it (not listening, SO_REUSEADDR) for the reservation's life. A pick only
+// checks that nothing is bound to the port at that moment, so two processes
+// that pick before either server binds can get the same port, and the second
+// server fails with "Address already in use". While the port is held, a pick
+// in any process passes it over (its probe binds without SO_REUSEADDR), yet a
+// server that binds with SO_REUSEADDR, as mindie-sim and Prometheus do, still
+// listens on it, and may restart on it. Not for a server that binds without
+// SO_REUSEADDR: the reservation makes its bind fail.
+class PortReservation {
+ public:
+  PortReservation() = default;
+  PortReservation(PortReservation&& other) noexcept;
+  PortReservation& operator=(PortReservation&& other) noexcept;
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+  ~PortReservation();
+
+  int port() const { return port_; }
+
+ private:
+  friend absl::StatusOr<PortReservation> ReserveListenPort(PortRange ephemeral);
+  PortReservation(int fd, int port) : fd_(fd), port_(port) {}
+
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+absl::StatusOr<PortReservation> ReserveListenPort(PortRange ephemeral);
+absl::StatusOr<PortReservation> ReserveListenPort();
+
 }  // namespace crest

@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/testing/status_matchers.h"
@@ -22,6 +24,22 @@ using ::testing::HasSubstr;
 // A listening socket on 127.0.0.1:`port`; -1 when that port is taken.
 int Listen(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The same with SO_REUSEADDR, as mindie-sim's and Prometheus's listeners bind.
+int ListenReusingTheAddress(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -90,6 +108,45 @@ TEST(ListenPort, AnEphemeralRangeCoveringEveryPortLeavesTheKernelsChoice) {
   CREST_ASSERT_OK(port.status());
   int fd = Listen(*port);
   EXPECT_GE(fd, 0) << *port;
+  if (fd >= 0) ::close(fd);
+}
+
+// With [10000, 65534] ephemeral the only candidate is 65535, so every pick
+// below wants the reserved port.
+TEST(ListenPort, AReservedPortIsPassedOverByEveryPickYetAReuseAddressServerListensOnIt) {
+  const PortRange only_65535{10000, 65534};
+  auto reserved = ReserveListenPort(only_65535);
+  CREST_ASSERT_OK(reserved.status());
+  ASSERT_EQ(reserved->port(), 65535) << "65535 is in use on this machine";
+  auto picked = PickListenPort(only_65535);
+  CREST_ASSERT_OK(picked.status());
+  EXPECT_NE(*picked, 65535);
+  auto second = ReserveListenPort(only_65535);
+  CREST_ASSERT_OK(second.status());
+  EXPECT_NE(second->port(), 65535);
+  EXPECT_EQ(Listen(65535), -1) << "a server without SO_REUSEADDR must see the port taken";
+  // The server the port was reserved for binds, listens, and restarts on it.
+  for (int start = 0; start < 2; ++start) {
+    int fd = ListenReusingTheAddress(65535);
+    EXPECT_GE(fd, 0) << "start " << start;
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+TEST(ListenPort, AReservationHoldsItsPortUntilItsLastOwnerEnds) {
+  const PortRange only_65535{10000, 65534};
+  std::optional<PortReservation> moved;
+  {
+    auto reserved = ReserveListenPort(only_65535);
+    CREST_ASSERT_OK(reserved.status());
+    ASSERT_EQ(reserved->port(), 65535) << "65535 is in use on this machine";
+    moved.emplace(*std::move(reserved));
+  }
+  EXPECT_EQ(moved->port(), 65535);
+  EXPECT_EQ(Listen(65535), -1) << "the moved-from reservation let the port go";
+  moved.reset();
+  int fd = Listen(65535);
+  EXPECT_GE(fd, 0) << "the port stayed held after its reservation ended";
   if (fd >= 0) ::close(fd);
 }
 

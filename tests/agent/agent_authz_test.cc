@@ -102,7 +102,7 @@ class AgentAuthzTest : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::WriteFakeSysfs(dir_.path() + "/sys", {});
-    CREST_ASSERT_OK(testing::WriteSimConfigJson(dir_.path() + "/mindie"));
+    CREST_ASSERT_OK(testing::WriteSimConfigJson(dir_.path() + "/mindie", sim_ports_));
     std::ofstream(dir_.File("agent.yaml"))
         << "daemon: {binary: /nonexistent/daemon, install_dir: " << dir_.path() << "/mindie}\n";
     auto ca = TestCa::Create(dir_.path(), "crest");
@@ -146,6 +146,7 @@ class AgentAuthzTest : public ::testing::Test {
   }
 
   crest::testing::TempDir dir_;
+  std::vector<PortReservation> sim_ports_;  // config.json's, held for the test
   std::unique_ptr<TestCa> ca_;
   std::unique_ptr<TestCa> other_;
   std::unique_ptr<AgentServer> server_;

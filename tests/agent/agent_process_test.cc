@@ -47,7 +47,7 @@ class AgentProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::WriteFakeSysfs(sysfs_, {});
-    auto path = testing::WriteSimConfigJson(dir_.path() + "/mindie");
+    auto path = testing::WriteSimConfigJson(dir_.path() + "/mindie", sim_ports_);
     ASSERT_TRUE(path.ok()) << path.status();
     config_json_ = *path;
     original_ = *ReadFileToString(config_json_);
@@ -106,6 +106,7 @@ class AgentProcessTest : public ::testing::Test {
   }
 
   crest::testing::TempDir dir_;
+  std::vector<PortReservation> sim_ports_;  // config.json's, held for the test
   std::string sysfs_ = dir_.path() + "/sys";
   std::string state_ = dir_.path() + "/state";
   std::string config_json_;

@@ -18,13 +18,14 @@
 namespace crest::agent::testing {
 
 absl::StatusOr<std::string> WriteSimConfigJson(
-    const std::string& dir,
+    const std::string& dir, std::vector<PortReservation>& ports,
     const std::vector<std::pair<std::vector<std::string>, std::string>>& extra) {
   CREST_ASSIGN_OR_RETURN(std::string text, ReadFileToString(SourceDir() + "/sim/conf/config.json"));
   std::vector<JsonEdit> edits;
   for (const char* key : {"port", "managementPort", "metricsPort"}) {
-    CREST_ASSIGN_OR_RETURN(int port, PickListenPort());
-    edits.push_back({{"ServerConfig", key}, absl::StrCat(port)});
+    CREST_ASSIGN_OR_RETURN(PortReservation port, ReserveListenPort());
+    edits.push_back({{"ServerConfig", key}, absl::StrCat(port.port())});
+    ports.push_back(std::move(port));
   }
   edits.push_back({{"ServerConfig", "managementIpAddress"}, "\"127.0.0.1\""});
   edits.push_back({{"ServerConfig", "httpsEnabled"}, "false"});

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "common/listen_port.h"
 #include "common/subprocess.h"
 #include "common/testing/test_paths.h"
 
@@ -19,9 +20,11 @@ using ::crest::testing::BinDir;
 using ::crest::testing::SourceDir;
 
 // Writes <dir>/conf/config.json from the simulator's template with fresh
-// ports; `extra` edits are applied too (path, JSON literal).
+// ports, reserved in `ports` (ReserveListenPort): held as long as the test
+// holds them, no test running beside it can pick them before the daemon
+// binds them. `extra` edits are applied too (path, JSON literal).
 absl::StatusOr<std::string> WriteSimConfigJson(
-    const std::string& dir,
+    const std::string& dir, std::vector<PortReservation>& ports,
     const std::vector<std::pair<std::vector<std::string>, std::string>>& extra = {});
 
 // A running crest-agent binary.

@@ -44,7 +44,7 @@ class DaemonMetricsTest : public ::testing::Test {
     std::string home = dir_.File(name);
     edits.push_back(
         {{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "1"});
-    auto config = testing::WriteSimConfigJson(home + "/mindie", edits);
+    auto config = testing::WriteSimConfigJson(home + "/mindie", sim_ports_, edits);
     EXPECT_TRUE(config.ok()) << config.status();
     std::vector<std::string> args = {"\"--config\"",     absl::StrCat("\"", *config, "\""),
                                      "\"--time-scale\"", "\"100\"",
@@ -122,6 +122,7 @@ class DaemonMetricsTest : public ::testing::Test {
   }
 
   crest::testing::TempDir dir_;
+  std::vector<PortReservation> sim_ports_;  // config.json's, held for the test
   std::unique_ptr<AgentProcess> agent_;
   std::unique_ptr<crest::v1::NodeAgent::Stub> stub_;
 };

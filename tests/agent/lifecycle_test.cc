@@ -36,7 +36,7 @@ class LifecycleTest : public ::testing::Test {
   std::unique_ptr<DaemonSupervisor> Make(
       const std::vector<std::string>& sim_args, double start_timeout_s = 20,
       const std::vector<std::pair<std::vector<std::string>, std::string>>& extra = {}) {
-    auto path = testing::WriteSimConfigJson(dir_.path() + "/mindie", extra);
+    auto path = testing::WriteSimConfigJson(dir_.path() + "/mindie", sim_ports_, extra);
     EXPECT_TRUE(path.ok()) << path.status();
     config_json_ = *path;
     original_ = *ReadFileToString(config_json_);
@@ -65,6 +65,7 @@ class LifecycleTest : public ::testing::Test {
   }
 
   crest::testing::TempDir dir_;
+  std::vector<PortReservation> sim_ports_;  // config.json's, held for the test
   SystemClock clock_;
   std::string config_json_;
   std::string original_;
@@ -221,7 +222,7 @@ TEST_F(LifecycleTest, AnExitBeforeReadyNamesTheDaemonsLastLine) {
 }
 
 TEST_F(LifecycleTest, MissingBinaryIsASpawnFailure) {
-  auto path = testing::WriteSimConfigJson(dir_.path() + "/mindie");
+  auto path = testing::WriteSimConfigJson(dir_.path() + "/mindie", sim_ports_);
   CREST_ASSERT_OK(path);
   auto config = ParseAgentConfig(
       absl::StrCat("daemon: {binary: /nonexistent/daemon, install_dir: ", dir_.path(), "/mindie}"),

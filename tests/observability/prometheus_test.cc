@@ -184,15 +184,16 @@ TEST(PrometheusTest, ScrapesACampaignAndServesEveryDashboardPanel) {
   config += daemons;
   const std::string config_file = stack.dir().File("prometheus.yml");
   ASSERT_TRUE(WriteFileAtomically(config_file, config).ok());
-  auto port = PickListenPort();
+  // Held while Prometheus runs: it binds with SO_REUSEADDR, as Go does.
+  auto port = ReserveListenPort();
   ASSERT_TRUE(port.ok()) << port.status();
   auto server = Process::Start(
       prometheus,
       {"--config.file=" + config_file, "--storage.tsdb.path=" + stack.dir().File("tsdb"),
-       absl::StrCat("--web.listen-address=127.0.0.1:", *port), "--log.level=warn"},
+       absl::StrCat("--web.listen-address=127.0.0.1:", port->port()), "--log.level=warn"},
       "prometheus");
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string base = absl::StrCat("http://127.0.0.1:", *port);
+  const std::string base = absl::StrCat("http://127.0.0.1:", port->port());
   Prometheus prom(base);
   auto ready = PollUntil([&] { return HttpGet(base + "/-/ready"); },
                          [](const absl::StatusOr<std::string>& r) { return r.ok(); });

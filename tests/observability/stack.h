@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+#include "common/listen_port.h"
 #include "common/testing/test_ca.h"
 #include "tests/e2e/e2e_harness.h"
 
@@ -63,6 +64,7 @@ class Stack {
   std::vector<std::string> Tls(const crest::testing::CertFiles& c) const;
 
   crest::testing::TempDir dir_;
+  std::vector<crest::PortReservation> sim_ports_;  // the agents' daemons' metrics ports
   std::unique_ptr<crest::testing::TestCa> ca_;
   crest::testing::CertFiles controller_cert_;
   crest::testing::CertFiles cli_cert_;
