@@ -13,11 +13,19 @@
 namespace crest::agent {
 namespace {
 
-// Three ports no slot has yet and nothing listens on now.
-absl::Status PickPorts(std::set<int>& taken, SlotRuntime& slot) {
+// Three ports no slot has yet and nothing listens on now; held (`hold`) for
+// the built-in simulator.
+absl::Status PickPorts(std::set<int>& taken, SlotRuntime& slot, bool hold) {
   for (int* port : {&slot.port, &slot.management_port, &slot.metrics_port}) {
     for (int tries = 0;; ++tries) {
-      CREST_ASSIGN_OR_RETURN(int p, PickListenPort());
+      int p = 0;
+      if (hold) {
+        CREST_ASSIGN_OR_RETURN(PortReservation r, ReserveListenPort());
+        p = r.port();
+        slot.reserved.push_back(std::move(r));
+      } else {
+        CREST_ASSIGN_OR_RETURN(p, PickListenPort());
+      }
       if (taken.insert(p).second) {
         *port = p;
         break;
@@ -57,7 +65,7 @@ absl::StatusOr<std::vector<SlotRuntime>> PrepareSlots(const AgentConfig& config,
     SlotRuntime slot;
     slot.layout = layout;
     slot.state_dir = SlotStateDir(state_dir, layout.index);
-    CREST_RETURN_IF_ERROR(PickPorts(taken, slot));
+    CREST_RETURN_IF_ERROR(PickPorts(taken, slot, config.use_builtin_sim));
     slot.config = config;
     slot.config.config_json = absl::StrCat(slot.state_dir, "/conf/config.json");
     slot.config.log_file = absl::StrCat(slot.state_dir, "/daemon.log");

@@ -12,6 +12,7 @@
 
 #include "agent/agent_config.h"
 #include "agent/slots.h"
+#include "common/listen_port.h"
 
 namespace crest::agent {
 
@@ -22,6 +23,10 @@ struct SlotRuntime {
   int port = 0;           // 0: as config.json says (a lone slot)
   int management_port = 0;
   int metrics_port = 0;
+  // The three ports, held while the slot lives (ReserveListenPort) when the
+  // daemon is the built-in mindie-sim, whose listener shares them; a real
+  // daemon may bind without SO_REUSEADDR, so its ports are only picked.
+  std::vector<PortReservation> reserved;
 };
 
 // The folder of slot `index`'s state under the agent's.
