@@ -22,24 +22,12 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A listening socket on 127.0.0.1:`port`; -1 when that port is taken.
-int Listen(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 1) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// The same with SO_REUSEADDR, as mindie-sim's and Prometheus's listeners bind.
-int ListenReusingTheAddress(int port) {
+// `reuse_address`: bound with SO_REUSEADDR, as mindie-sim's and Prometheus's
+// listeners are.
+int Listen(int port, bool reuse_address = false) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int on = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  if (reuse_address) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -127,7 +115,7 @@ TEST(ListenPort, AReservedPortIsPassedOverByEveryPickYetAReuseAddressServerListe
   EXPECT_EQ(Listen(65535), -1) << "a server without SO_REUSEADDR must see the port taken";
   // The server the port was reserved for binds, listens, and restarts on it.
   for (int start = 0; start < 2; ++start) {
-    int fd = ListenReusingTheAddress(65535);
+    int fd = Listen(65535, /*reuse_address=*/true);
     EXPECT_GE(fd, 0) << "start " << start;
     if (fd >= 0) ::close(fd);
   }
