@@ -257,9 +257,7 @@ absl::StatusOr<std::vector<PortReservation>> PrepareSimConfigJson(
   auto port = [&](int configured, const char* key) -> absl::Status {
     int p = configured;
     if (p == 0) {
-      CREST_ASSIGN_OR_RETURN(PortReservation r, ReserveListenPort());
-      p = r.port();
-      reserved.push_back(std::move(r));
+      CREST_ASSIGN_OR_RETURN(p, ReserveListenPortInto(reserved));
     }
     edits.push_back({{"ServerConfig", key}, absl::StrCat(p)});
     return absl::OkStatus();

@@ -18,14 +18,7 @@ namespace {
 absl::Status PickPorts(std::set<int>& taken, SlotRuntime& slot, bool hold) {
   for (int* port : {&slot.port, &slot.management_port, &slot.metrics_port}) {
     for (int tries = 0;; ++tries) {
-      int p = 0;
-      if (hold) {
-        CREST_ASSIGN_OR_RETURN(PortReservation r, ReserveListenPort());
-        p = r.port();
-        slot.reserved.push_back(std::move(r));
-      } else {
-        CREST_ASSIGN_OR_RETURN(p, PickListenPort());
-      }
+      CREST_ASSIGN_OR_RETURN(int p, hold ? ReserveListenPortInto(slot.reserved) : PickListenPort());
       if (taken.insert(p).second) {
         *port = p;
         break;

@@ -152,4 +152,10 @@ absl::StatusOr<PortReservation> ReserveListenPort() {
   return ReserveListenPort(HostEphemeralRange());
 }
 
+absl::StatusOr<int> ReserveListenPortInto(std::vector<PortReservation>& held) {
+  CREST_ASSIGN_OR_RETURN(PortReservation reservation, ReserveListenPort());
+  held.push_back(std::move(reservation));
+  return held.back().port();
+}
+
 }  // namespace crest

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -61,5 +62,10 @@ class PortReservation {
 
 absl::StatusOr<PortReservation> ReserveListenPort(PortRange ephemeral);
 absl::StatusOr<PortReservation> ReserveListenPort();
+
+// Reserves a port (the host's ephemeral range), keeps the reservation in
+// `held` and returns the port: for a server's config written now and started
+// later, while `held` lives.
+absl::StatusOr<int> ReserveListenPortInto(std::vector<PortReservation>& held);
 
 }  // namespace crest

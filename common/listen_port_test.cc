@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <optional>
+#include <vector>
 
 #include "common/file_util.h"
 #include "common/status.h"
@@ -136,6 +137,19 @@ TEST(ListenPort, AReservationHoldsItsPortUntilItsLastOwnerEnds) {
   int fd = Listen(65535);
   EXPECT_GE(fd, 0) << "the port stayed held after its reservation ended";
   if (fd >= 0) ::close(fd);
+}
+
+TEST(ListenPort, ReservedIntoAListThePortIsHeldThere) {
+  std::vector<PortReservation> held;
+  auto first = ReserveListenPortInto(held);
+  auto second = ReserveListenPortInto(held);
+  CREST_ASSERT_OK(first.status());
+  CREST_ASSERT_OK(second.status());
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].port(), *first);
+  EXPECT_EQ(held[1].port(), *second);
+  EXPECT_NE(*first, *second);
+  EXPECT_EQ(Listen(*first), -1) << "port " << *first << " is not held";
 }
 
 }  // namespace

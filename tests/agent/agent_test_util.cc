@@ -23,9 +23,8 @@ absl::StatusOr<std::string> WriteSimConfigJson(
   CREST_ASSIGN_OR_RETURN(std::string text, ReadFileToString(SourceDir() + "/sim/conf/config.json"));
   std::vector<JsonEdit> edits;
   for (const char* key : {"port", "managementPort", "metricsPort"}) {
-    CREST_ASSIGN_OR_RETURN(PortReservation port, ReserveListenPort());
-    edits.push_back({{"ServerConfig", key}, absl::StrCat(port.port())});
-    ports.push_back(std::move(port));
+    CREST_ASSIGN_OR_RETURN(int port, ReserveListenPortInto(ports));
+    edits.push_back({{"ServerConfig", key}, absl::StrCat(port)});
   }
   edits.push_back({{"ServerConfig", "managementIpAddress"}, "\"127.0.0.1\""});
   edits.push_back({{"ServerConfig", "httpsEnabled"}, "false"});

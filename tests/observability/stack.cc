@@ -126,17 +126,15 @@ bool Stack::StartAgent(const std::string& name, const std::string& model, double
   std::string root = dir_.File(name);
   crest::agent::testing::WriteFakeSysfs(root + "/sys", crest::agent::testing::FakeSysfsSpec());
   // Reserved until the stack ends: the agent starts its daemon later.
-  auto sim_metrics = ReserveListenPort();
+  auto sim_metrics = ReserveListenPortInto(sim_ports_);
   if (!sim_metrics.ok()) {
     error_ = sim_metrics.status().ToString();
     return false;
   }
-  const int sim_metrics_port = sim_metrics->port();
-  sim_ports_.push_back(*std::move(sim_metrics));
   std::string config = root + "/agent.yaml";
   absl::Status written =
       WriteFileAtomically(config, absl::StrCat("sim: {model: ", model, ", time_scale: ", time_scale,
-                                               ", seed: 7, metrics_port: ", sim_metrics_port,
+                                               ", seed: 7, metrics_port: ", *sim_metrics,
                                                "}\nlabels: {model: ", model, "}\n"));
   if (!written.ok()) {
     error_ = written.ToString();
@@ -169,7 +167,7 @@ bool Stack::StartAgent(const std::string& name, const std::string& model, double
     if (j.is_object()) management = j["ServerConfig"].value("managementIpAddress", management);
   }
   endpoints_[name] = {absl::StrCat("127.0.0.1:", *port), absl::StrCat("127.0.0.1:", *metrics),
-                      absl::StrCat(management, ":", sim_metrics_port)};
+                      absl::StrCat(management, ":", *sim_metrics)};
   auto registered = controller_->WaitForLine(absl::StrCat("agent ", name, " registered"), kStartup);
   if (!registered.ok()) error_ = registered.status().ToString();
   return registered.ok();
