@@ -38,15 +38,19 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
   const auto slots = Slots(trials, model, false, max_attempts);
+  // The factors the search compared its points with are also reported.
+  std::map<std::string, NodeFactor> factors = space.noise_prior > 0
+                                                  ? NodeFactorsOf(slots, space.noise_prior)
+                                                  : std::map<std::string, NodeFactor>{};
   const auto finished =
-      FinishedPoints(slots, std::max<uint32_t>(1, spec.search().repeats()), space.noise_prior,
+      FinishedPoints(slots, std::max<uint32_t>(1, spec.search().repeats()), factors,
                      SearchMakeups(slots, space.max_points, spec.limits().max_retries()));
   std::optional<SearchAnswer> answer = (*strategy)->Best(space, finished);
   if (!answer) return std::nullopt;
   ChosenPoint chosen;
   chosen.answer = *answer;
   chosen.noise = answer->noise.value_or(space.noise_prior);
-  chosen.node_factors = NodeFactorsOf(slots, space.noise_prior);
+  chosen.node_factors = std::move(factors);
   int n = 0;
   double speed = 0;
   for (const auto& t : trials) {

@@ -112,8 +112,16 @@ uint32_t SearchMakeups(const std::map<SlotKey, Slot>& slots, uint32_t max_trials
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
                                                uint32_t repeats, double node_noise,
                                                uint32_t makeups) {
-  std::map<std::string, NodeFactor> factors;
-  if (node_noise > 0) factors = NodeFactorsOf(slots, node_noise);
+  return FinishedPoints(
+      slots, repeats,
+      node_noise > 0 ? NodeFactorsOf(slots, node_noise) : std::map<std::string, NodeFactor>{},
+      makeups);
+}
+
+std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
+                                               uint32_t repeats,
+                                               const std::map<std::string, NodeFactor>& factors,
+                                               uint32_t makeups) {
   std::map<int64_t, std::vector<const Slot*>> by_point;
   for (const auto& [key, s] : slots) by_point[key.first].push_back(&s);
   std::map<int64_t, PointOutcome> out;

@@ -97,6 +97,14 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
                                                uint32_t repeats, double node_noise = 0,
                                                uint32_t makeups = 0);
 
+// The same, each unflagged run's speed divided by its node's factor in
+// `factors` (NodeFactorsOf): for a caller that reports the factors too, so
+// they are computed once.
+std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
+                                               uint32_t repeats,
+                                               const std::map<std::string, NodeFactor>& factors,
+                                               uint32_t makeups);
+
 // Node -> factor (node_effects.h) from the unflagged ok runs of `slots`, for
 // a run's relative noise `noise`.
 std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& slots, double noise);
