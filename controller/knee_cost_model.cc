@@ -136,12 +136,42 @@ std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finis
   const bool turned = m && m->g > 0 && best && *best < m->preemptions.rbegin()->first;
   const double best_mean = BestMean(finished);
   const double noise = DecisionNoise(space, finished);
-  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+  const int64_t cap = Cap(finished);
+  auto usable = [&](int64_t point, const PointOutcome& o) {
+    return o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap;
+  };
+  auto fallen = [&](int64_t point, const PointOutcome& o) {
+    return usable(point, o) && o.objective < best_mean * (1 - NoiseBand(noise, Runs(o), 1));
+  };
+  // Throughput past its peak only falls, so a point past the knee and above
+  // the best mean's that has fallen beyond the band ends the scan, whatever
+  // the points above it read within the band of it. On k nodes a scan round
+  // measures k points, and the largest alone used to decide: LLaMa3-8B
+  // (npuMemSize 17, MaxOutputLen 256, search-bench seed 190, four nodes)
+  // saw 631 and 655 fall 7% below the best, then 703 read only 3% below it,
+  // and the scan took a round more (five in all). A higher point that reads
+  // above the fall beyond the band contradicts it (nodes that differ, a busy
+  // neighbour): then the largest point decides, as before.
+  std::optional<int64_t> best_at;
+  for (const auto& [point, o] : finished) {
+    if (usable(point, o) && o.objective == best_mean) best_at = point;
+  }
+  bool fell = false;
+  for (auto x = finished.begin(); best_at && !fell && x != finished.end(); ++x) {
+    const PointOutcome& fall = x->second;
+    if (x->first <= *best_at || fall.preemptions.value_or(0) == 0 || !fallen(x->first, fall)) {
+      continue;
+    }
+    fell = std::none_of(std::next(x), finished.end(), [&](const auto& y) {
+      return usable(y.first, y.second) &&
+             y.second.objective >
+                 fall.objective * (1 + NoiseBand(noise, Runs(y.second), Runs(fall)));
+    });
+  }
+  for (auto it = finished.rbegin(); !fell && it != finished.rend(); ++it) {
     const auto& [last, o] = *it;
-    if (o.kind != PointOutcome::Kind::kOk || !o.preemptions || last >= Cap(finished)) continue;
-    const bool fallen = !o.untrusted && !o.samples.empty() &&
-                        o.objective < best_mean * (1 - NoiseBand(noise, Runs(o), 1));
-    if (fallen || (turned && *o.preemptions * kPreemptionsSeen >= last)) break;
+    if (o.kind != PointOutcome::Kind::kOk || !o.preemptions || last >= cap) continue;
+    if (fallen(last, o) || (turned && *o.preemptions * kPreemptionsSeen >= last)) break;
     if (auto up = StepsUp(space, finished, last, n); !up.empty()) return up;
     break;
   }

@@ -693,21 +693,32 @@ int main(int argc, char** argv) {
   struct Target {
     std::string what;
     bool met;
+    std::string detail;
+  };
+  // The worst share is one search's luck: how many searches fell below the
+  // line says how far from the target a NOT MET is.
+  auto below = [](const std::vector<double>& shares, double line) {
+    return absl::StrFormat(
+        "%d of %d", std::count_if(shares.begin(), shares.end(), [&](double v) { return v < line; }),
+        shares.size());
   };
   const std::vector<Target> targets = {
       {"median found/peak >= 99.5% (1, 2, 4 nodes)",
        std::min({Quantile(d.share1, 0.5), Quantile(d.share2, 0.5), Quantile(d.share4, 0.5)}) >=
-           0.995},
+           0.995,
+       ""},
       {"worst found/peak >= 98.5% (1, 2, 4 nodes)",
-       std::min({Quantile(d.share1, 0), Quantile(d.share2, 0), Quantile(d.share4, 0)}) >= 0.985},
+       std::min({Quantile(d.share1, 0), Quantile(d.share2, 0), Quantile(d.share4, 0)}) >= 0.985,
+       absl::StrCat(" (searches below 98.5%: ", below(d.share1, 0.985), ", ",
+                    below(d.share2, 0.985), ", ", below(d.share4, 0.985), ")")},
       {"runs on 1 node <= 10, median <= 8",
-       Quantile(d.runs1, 1) <= 10 && Quantile(d.runs1, 0.5) <= 8},
-      {"rounds with 4 nodes <= 4 (max)", Quantile(d.rounds4, 1) <= 4},
+       Quantile(d.runs1, 1) <= 10 && Quantile(d.runs1, 0.5) <= 8, ""},
+      {"rounds with 4 nodes <= 4 (max)", Quantile(d.rounds4, 1) <= 4, ""},
   };
   bool all = true;
   for (const auto& t : targets) {
-    std::printf("target for %s: %s: %s\n", strategies[0].label.c_str(), t.what.c_str(),
-                t.met ? "met" : "NOT MET");
+    std::printf("target for %s: %s: %s%s\n", strategies[0].label.c_str(), t.what.c_str(),
+                t.met ? "met" : "NOT MET", t.detail.c_str());
     all &= t.met;
   }
   std::printf("targets: %s\n", all ? "all met" : "NOT all met");
