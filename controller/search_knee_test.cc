@@ -408,7 +408,7 @@ TEST(KneeSearch, AFlatTopPastTheKneeEndsOnThePlateau) {
 // the same round read high. On four nodes a scan round measures four
 // points; before, only the largest decided, and a high reading there took
 // the search a round further up (a fifth round on four nodes, search-bench
-// seeds 141 to 280).
+// seeds 141 to 280). A higher reading beyond the band contradicts the fall.
 TEST(KneeSearch, AFallAboveTheBestEndsTheScanWhateverAHigherPointRead) {
   KneeSearch search;
   Outcomes finished;
@@ -425,6 +425,12 @@ TEST(KneeSearch, AFallAboveTheBestEndsTheScanWhateverAHigherPointRead) {
   SearchDecision d = search.Decide(PlateauSpace(), finished, 4);
   ASSERT_FALSE(d.done) << d.reason;
   EXPECT_THAT(d.wanted, Each(Lt(112))) << ::testing::PrintToString(d.wanted);
+  // 112 reading 6.5% above the fall, beyond the band, contradicts it (a
+  // node that differs, a busy neighbour): the largest point decides, as
+  // before, and it has not fallen, so the scan steps on.
+  finished[112] = Measured(0.99 * Plateau(109), PlateauPreemptions(112));
+  SearchDecision contradicted = search.Decide(PlateauSpace(), finished, 4);
+  EXPECT_THAT(contradicted.wanted, ElementsAre(116, 120, 124, 128));
 }
 
 TEST(KneeSearch, KNodesShareTheStepOut) {
