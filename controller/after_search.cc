@@ -39,9 +39,7 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
   const auto slots = Slots(trials, model, false, max_attempts);
   // The factors the search compared its points with are also reported.
-  std::map<std::string, NodeFactor> factors = space.noise_prior > 0
-                                                  ? NodeFactorsOf(slots, space.noise_prior)
-                                                  : std::map<std::string, NodeFactor>{};
+  std::map<std::string, NodeFactor> factors = NodeFactorsOf(slots, space.noise_prior);
   const auto finished =
       FinishedPoints(slots, std::max<uint32_t>(1, spec.search().repeats()), factors,
                      SearchMakeups(slots, space.max_points, spec.limits().max_retries()));

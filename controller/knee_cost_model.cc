@@ -134,14 +134,13 @@ std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finis
   std::optional<int64_t> best;
   if (m) best = ModelOptimum(*m, r);
   const bool turned = m && m->g > 0 && best && *best < m->preemptions.rbegin()->first;
-  const double best_mean = BestMean(finished);
+  const std::optional<int64_t> best_at = BestPoint(finished);
+  const double best_mean = best_at ? finished.at(*best_at).objective : 0;
   const double noise = DecisionNoise(space, finished);
   const int64_t cap = Cap(finished);
-  auto usable = [&](int64_t point, const PointOutcome& o) {
-    return o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap;
-  };
   auto fallen = [&](int64_t point, const PointOutcome& o) {
-    return usable(point, o) && o.objective < best_mean * (1 - NoiseBand(noise, Runs(o), 1));
+    return TrustedBelow(point, o, cap) &&
+           o.objective < best_mean * (1 - NoiseBand(noise, Runs(o), 1));
   };
   // Throughput past its peak only falls, so a point past the knee and above
   // the best mean's that has fallen beyond the band ends the scan, whatever
@@ -152,10 +151,6 @@ std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finis
   // and the scan took a round more (five in all). A higher point that reads
   // above the fall beyond the band contradicts it (nodes that differ, a busy
   // neighbour): then the largest point decides, as before.
-  std::optional<int64_t> best_at;
-  for (const auto& [point, o] : finished) {
-    if (usable(point, o) && o.objective == best_mean) best_at = point;
-  }
   bool fell = false;
   for (auto x = finished.begin(); best_at && !fell && x != finished.end(); ++x) {
     const PointOutcome& fall = x->second;
@@ -163,7 +158,7 @@ std::vector<int64_t> ModelProbes(const SearchSpace& space, const Outcomes& finis
       continue;
     }
     fell = std::none_of(std::next(x), finished.end(), [&](const auto& y) {
-      return usable(y.first, y.second) &&
+      return TrustedBelow(y.first, y.second, cap) &&
              y.second.objective >
                  fall.objective * (1 + NoiseBand(noise, Runs(y.second), Runs(fall)));
     });

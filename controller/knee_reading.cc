@@ -124,15 +124,24 @@ int64_t Cap(const Outcomes& finished) {
   return cap;
 }
 
-double BestMean(const Outcomes& finished) {
+bool TrustedBelow(int64_t point, const PointOutcome& o, int64_t cap) {
+  return o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap;
+}
+
+std::optional<int64_t> BestPoint(const Outcomes& finished) {
   const int64_t cap = Cap(finished);
-  double best = 0;
+  std::optional<int64_t> best;
   for (const auto& [point, o] : finished) {
-    if (o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap) {
-      best = std::max(best, o.objective);
+    if (TrustedBelow(point, o, cap) && (!best || o.objective >= finished.at(*best).objective)) {
+      best = point;
     }
   }
   return best;
+}
+
+double BestMean(const Outcomes& finished) {
+  const std::optional<int64_t> best = BestPoint(finished);
+  return best ? finished.at(*best).objective : 0;
 }
 
 }  // namespace crest::controller::knee

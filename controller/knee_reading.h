@@ -69,8 +69,11 @@ std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& fin
                                                              const Reading& r);
 // The cap from above: the smallest infeasible or failed point.
 int64_t Cap(const Outcomes& finished);
-// The mean of the best trusted ok point below the cap, whatever its side of
-// the knee: what a fall is judged against.
+// Whether `o`, measured at `point`, is a trusted ok point below `cap`.
+bool TrustedBelow(int64_t point, const PointOutcome& o, int64_t cap);
+// The best trusted ok point below the cap, whatever its side of the knee.
+std::optional<int64_t> BestPoint(const Outcomes& finished);
+// Its mean (0 when there is none): what a fall is judged against.
 double BestMean(const Outcomes& finished);
 
 }  // namespace crest::controller::knee

@@ -64,6 +64,7 @@ std::map<SlotKey, Slot> Slots(const std::vector<Trial>& trials, const std::strin
 
 std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& slots,
                                                 double noise) {
+  if (noise <= 0) return {};
   std::vector<NodeRun> runs;
   for (const auto& [key, s] : slots) {
     if (s.ok && !s.untrusted) runs.push_back({key.first, s.node, s.speed});
@@ -112,10 +113,7 @@ uint32_t SearchMakeups(const std::map<SlotKey, Slot>& slots, uint32_t max_trials
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,
                                                uint32_t repeats, double node_noise,
                                                uint32_t makeups) {
-  return FinishedPoints(
-      slots, repeats,
-      node_noise > 0 ? NodeFactorsOf(slots, node_noise) : std::map<std::string, NodeFactor>{},
-      makeups);
+  return FinishedPoints(slots, repeats, NodeFactorsOf(slots, node_noise), makeups);
 }
 
 std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& slots,

@@ -106,7 +106,8 @@ std::map<int64_t, PointOutcome> FinishedPoints(const std::map<SlotKey, Slot>& sl
                                                uint32_t makeups);
 
 // Node -> factor (node_effects.h) from the unflagged ok runs of `slots`, for
-// a run's relative noise `noise`.
+// a run's relative noise `noise`; none when `noise` is 0: points then compare
+// as measured.
 std::map<std::string, NodeFactor> NodeFactorsOf(const std::map<SlotKey, Slot>& slots, double noise);
 
 // Best configuration of a model from its ok search trials: the
