@@ -12,6 +12,19 @@ namespace {
 // the batch is recomputed once.
 constexpr int64_t kPreemptionsSeen = 2;
 
+// The fall per preemption per sequence, relative, below which preemptions
+// are cheap. On the noise-free curves of search-bench --curves the
+// plateaus fall 0.5% to 3% per preemption per sequence (LLaMa2-13B at
+// MaxOutputLen 256 and 512: 151 0.5% below the knee at 1.03 per sequence),
+// the cliffs 25% to 50% (LLaMa3-8B npuMemSize 17 MaxOutputLen 256: 620
+// 7.3% below at 0.14; LLaMa3-70B npuMemSize 4 MaxOutputLen 512: 466 4% at
+// 0.15). The threshold sits between them; any value from 0.06 to 0.2 gives
+// the same searches over seeds 1 to 420 (docs/search.md).
+constexpr double kCheapFall = 0.12;
+
+// Where the anchor below the knee goes, relative to the bracket's lower end.
+constexpr double kAnchorBelow = 0.9;
+
 // The width of the stretch of maxBatchSize that `point` stands for among the
 // fitted points: half the distance to each neighbour, relative to the knee.
 double CellWidth(const Outcomes& finished, int64_t below, int64_t point) {
@@ -103,6 +116,36 @@ std::optional<int64_t> PlateauPeak(const Outcomes& finished, const Reading& r) {
   auto m = FitCost(finished, r);
   if (!m || m->g <= 0) return std::nullopt;
   return ModelOptimum(*m, r);
+}
+
+bool CheapPreemptions(const Outcomes& finished, const Reading& r) {
+  if (!r.below) return false;
+  const int64_t cap = Cap(finished);
+  std::optional<double> below;
+  for (const auto& [point, o] : finished) {
+    if (TrustedBelow(point, o, cap) && r.side.at(point) == Side::kBelow) {
+      below = std::max(below.value_or(0), o.objective);
+    }
+  }
+  if (!below || *below <= 0) return false;
+  // The highest point above the bracket's past point: the longest lever on
+  // the cost of a preemption.
+  const auto top = std::find_if(finished.rbegin(), finished.rend(), [&](const auto& entry) {
+    return entry.first > r.past && TrustedBelow(entry.first, entry.second, cap) &&
+           entry.second.preemptions.value_or(0) > 0;
+  });
+  if (top == finished.rend()) return false;
+  const double per_sequence =
+      static_cast<double>(*top->second.preemptions) / static_cast<double>(top->first);
+  return 1 - top->second.objective / *below < kCheapFall * per_sequence;
+}
+
+std::optional<int64_t> AnchorBelowKnee(const SearchSpace& space, const Reading& r) {
+  if (!r.below) return std::nullopt;
+  const int64_t anchor =
+      std::max<int64_t>(space.lo, std::llround(kAnchorBelow * static_cast<double>(*r.below)));
+  if (anchor >= *r.below) return std::nullopt;
+  return anchor;
 }
 
 std::vector<int64_t> StepsUp(const SearchSpace& space, const Outcomes& finished, int64_t last,

@@ -60,6 +60,17 @@ std::optional<int64_t> ModelOptimum(const CostModel& m, const Reading& r);
 // can see.
 std::optional<int64_t> PlateauPeak(const Outcomes& finished, const Reading& r);
 
+// Whether preemptions are cheap past the knee: the highest trusted point
+// above the bracket's past point fell, from the best mean below the knee, by
+// less than kCheapFall per preemption per sequence (or rose). Then a plateau
+// may carry the peak well past the knee, and on one node the knee's
+// bisection gives way to AnchorBelowKnee (search_knee.cc).
+bool CheapPreemptions(const Outcomes& finished, const Reading& r);
+
+// The cost fit's lever below the knee: max(lo, 0.9 x the bracket's lower
+// end), nullopt when that is not below it.
+std::optional<int64_t> AnchorBelowKnee(const SearchSpace& space, const Reading& r);
+
 // Up to `n` points above `last`, kSpread apart, below the cap and the range's
 // end, not measured yet.
 std::vector<int64_t> StepsUp(const SearchSpace& space, const Outcomes& finished, int64_t last,

@@ -30,15 +30,18 @@ PointOutcome NotOk(Kind kind, const std::string& reason) {
   return o;
 }
 
-// The reference case: range [362, 1088], practice start 435, knee at 575.
-SearchSpace Reference() {
+// A search's range [lo, hi], the practice's start and the predicted knee.
+SearchSpace Space(int64_t lo, int64_t hi, int64_t initial, int64_t knee_guess) {
   SearchSpace s;
-  s.lo = 362;
-  s.hi = 1088;
-  s.initial = 435;
-  s.knee_guess = 608;
+  s.lo = lo;
+  s.hi = hi;
+  s.initial = initial;
+  s.knee_guess = knee_guess;
   return s;
 }
+
+// The reference case: range [362, 1088], practice start 435, knee at 575.
+SearchSpace Reference() { return Space(362, 1088, 435, 608); }
 
 constexpr int64_t kKnee = 575;
 
@@ -308,14 +311,7 @@ TEST(KneeSearch, RunsThatOverruleTheModelAreSettledByAThirdRunOfEach) {
 // square of the overshoot, cost more than the larger batch gains: the peak
 // is at 109, 2.5% above the knee.
 constexpr int64_t kPlateauKnee = 95;
-SearchSpace PlateauSpace() {
-  SearchSpace s;
-  s.lo = 87;
-  s.hi = 174;
-  s.initial = 87;
-  s.knee_guess = 91;
-  return s;
-}
+SearchSpace PlateauSpace() { return Space(87, 174, 87, 91); }
 int64_t PlateauPreemptions(int64_t b) {
   return b <= kPlateauKnee ? 0 : (b - kPlateauKnee) * (b - kPlateauKnee);
 }
@@ -393,14 +389,16 @@ TEST(KneeSearch, AFlatTopPastTheKneeEndsOnThePlateau) {
   };
   Played p = Play(search, PlateauSpace(), flat);
   // 99 past the knee has not fallen: scan to 103, where the fit (a level
-  // curve while the preemptions grow: it has turned) places the peak at 99.
-  // That is the bracket's past point, so the knee is halved once (97); the
-  // fit's peak then lies above the bracket, and 99 is confirmed.
-  EXPECT_THAT(p.runs, ElementsAre(91, 95, 99, 103, 97, 99));
+  // curve while the preemptions grow: it has turned) places the peak at 99,
+  // the bracket's past point. 103 has not fallen at all at 0.6 preemptions
+  // per sequence: preemptions are cheap, so instead of halving the knee the
+  // search anchors the fit below it (87, the range's low end), and the fit
+  // keeps 99, which is confirmed.
+  EXPECT_THAT(p.runs, ElementsAre(91, 95, 99, 103, 87, 99));
   ASSERT_TRUE(p.answer.has_value()) << ::testing::PrintToString(p.runs);
   EXPECT_EQ(p.answer->point, 99);
   EXPECT_EQ(p.answer->objective, Plateau(kPlateauKnee));
-  EXPECT_THAT(p.reason, HasSubstr("knee between 95 and 97, peak up the plateau at 99"));
+  EXPECT_THAT(p.reason, HasSubstr("knee between 95 and 99, preemptions cheap past it"));
 }
 
 // Throughput past its peak only falls: once a point above the best mean's
@@ -431,6 +429,53 @@ TEST(KneeSearch, AFallAboveTheBestEndsTheScanWhateverAHigherPointRead) {
   finished[112] = Measured(0.99 * Plateau(109), PlateauPreemptions(112));
   SearchDecision contradicted = search.Decide(PlateauSpace(), finished, 4);
   EXPECT_THAT(contradicted.wanted, ElementsAre(116, 120, 124, 128));
+}
+
+// Cheap preemptions past the knee, and runs just below it that read high
+// (search-bench's LLaMa2-13B npuMemSize 24 MaxOutputLen 256, seed 10: knee
+// between 134 and 135, peak at 146, 98.37% at 136). The fit sees too little
+// rise below the knee and places the peak inside the bracket; bisecting it
+// would pack the runs where the plateau starts. One node measures an anchor
+// at 0.9 x the knee instead, and the fit, given the rise, answers up the
+// plateau. A point past the knee that falls steeply per preemption is a
+// cliff: the bracket is bisected as before.
+SearchSpace SmallCacheSpace() { return Space(122, 245, 122, 129); }
+TEST(KneeSearch, CheapPreemptionsAnchorTheFitBelowTheKneeInsteadOfBisecting) {
+  KneeSearch search;
+  // Seed 10's runs: 129 and 134 read 2.7% and 1.7% high.
+  Outcomes finished;
+  finished[129] = Measured(844, 0);
+  finished[134] = Measured(850, 0);
+  finished[139] = Measured(839, 23);
+  finished[145] = Measured(859, 64);
+  finished[151] = Measured(817, 156);  // 3.9% below 850 at 1.03 preemptions per sequence
+  SearchDecision anchor = search.Decide(SmallCacheSpace(), finished, 1);
+  EXPECT_THAT(anchor.wanted, ElementsAre(122));  // max(lo, 0.9 x 134)
+
+  // The anchor measured (the noise-free 799 there): no bisection; the fit,
+  // given the rise, ranks 139 first, up the plateau (98.6% of the peak,
+  // where the old search answered 136, 98.37%), and its confirming run goes
+  // there.
+  finished[122] = Measured(799, 0);
+  SearchDecision next = search.Decide(SmallCacheSpace(), finished, 1);
+  ASSERT_FALSE(next.done) << next.reason;
+  EXPECT_THAT(next.wanted, ElementsAre(139));
+  std::optional<SearchAnswer> answer = search.Best(SmallCacheSpace(), finished);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->point, 139);
+
+  // On several nodes the runs on either side of the knee may come from
+  // nodes of different speeds: the bracket is split as before (in three on
+  // two nodes).
+  finished.erase(122);
+  SearchDecision two = search.Decide(SmallCacheSpace(), finished, 2);
+  EXPECT_THAT(two.wanted, ElementsAre(136, 137));
+
+  // 151 fallen 18% at 1.03 preemptions per sequence: preemptions are dear,
+  // the peak is at the knee, and the bracket is halved.
+  finished[151] = Measured(700, 156);
+  SearchDecision cliff = search.Decide(SmallCacheSpace(), finished, 1);
+  EXPECT_THAT(cliff.wanted, ElementsAre(137));
 }
 
 TEST(KneeSearch, KNodesShareTheStepOut) {
