@@ -452,10 +452,10 @@ TEST(KneeSearch, CheapPreemptionsAnchorTheFitBelowTheKneeInsteadOfBisecting) {
   SearchDecision anchor = search.Decide(SmallCacheSpace(), finished, 1);
   EXPECT_THAT(anchor.wanted, ElementsAre(122));  // max(lo, 0.9 x 134)
 
-  // The anchor measured (the noise-free 799 there): no bisection; the fit,
-  // given the rise, ranks 139 first, up the plateau (98.6% of the peak,
-  // where the old search answered 136, 98.37%), and its confirming run goes
-  // there.
+  // The anchor measured (seed 10 read 799 there, about its noise-free
+  // throughput): no bisection; the fit, given the rise, ranks 139 first, up
+  // the plateau (98.6% of the peak, where the old search answered 136,
+  // 98.37%), and its confirming run goes there.
   finished[122] = Measured(799, 0);
   SearchDecision next = search.Decide(SmallCacheSpace(), finished, 1);
   ASSERT_FALSE(next.done) << next.reason;
