@@ -120,14 +120,10 @@ std::optional<int64_t> PlateauPeak(const Outcomes& finished, const Reading& r) {
 
 bool CheapPreemptions(const Outcomes& finished, const Reading& r) {
   if (!r.below) return false;
+  double below = 0;  // the best mean below the knee
+  for (const auto& [point, o] : Trusted(finished, r)) below = std::max(below, o->objective);
+  if (below <= 0) return false;
   const int64_t cap = Cap(finished);
-  std::optional<double> below;
-  for (const auto& [point, o] : finished) {
-    if (TrustedBelow(point, o, cap) && r.side.at(point) == Side::kBelow) {
-      below = std::max(below.value_or(0), o.objective);
-    }
-  }
-  if (!below || *below <= 0) return false;
   // The highest point above the bracket's past point: the longest lever on
   // the cost of a preemption.
   const auto top = std::find_if(finished.rbegin(), finished.rend(), [&](const auto& entry) {
@@ -137,7 +133,7 @@ bool CheapPreemptions(const Outcomes& finished, const Reading& r) {
   if (top == finished.rend()) return false;
   const double per_sequence =
       static_cast<double>(*top->second.preemptions) / static_cast<double>(top->first);
-  return 1 - top->second.objective / *below < kCheapFall * per_sequence;
+  return 1 - top->second.objective / below < kCheapFall * per_sequence;
 }
 
 std::optional<int64_t> AnchorBelowKnee(const SearchSpace& space, const Reading& r) {
