@@ -9,15 +9,14 @@
 #include "google/protobuf/util/time_util.h"
 
 #include "common/status.h"
-#include "controller/after_search.h"
+#include "controller/campaign_io/batch_fill.h"
+#include "controller/campaign_io/spec_validator.h"
 #include "controller/campaign_report.h"
 #include "controller/campaign_view.h"
-#include "controller/kv_blocks.h"
-#include "controller/place.h"
-#include "controller/schedule_plan.h"
-#include "controller/spec_fill.h"
-#include "controller/spec_validator.h"
-#include "controller/trial_outcomes.h"
+#include "controller/search/kv_blocks.h"
+#include "controller/search/node_slot.h"
+#include "controller/search/schedule_plan.h"
+#include "controller/search/trial_outcomes.h"
 
 namespace crest::controller {
 
@@ -334,23 +333,24 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
     }
     return false;
   };
-  std::vector<std::string> nodes = FreeEligibleNodes(model, agents, [&](const std::string& place) {
-    const std::string node = ParsePlace(place).node;
-    return busy.count(place) != 0 || jobs_.Busy(place) || unavailable(node) ||
-           (model.exclusive() && jobs_.NodeBusy(node));
-  });
+  std::vector<std::string> nodes =
+      FreeEligibleNodes(model, agents, [&](const std::string& node_slot) {
+        const std::string node = ParseNodeSlot(node_slot).node;
+        return busy.count(node_slot) != 0 || jobs_.Busy(node_slot) || unavailable(node) ||
+               (model.exclusive() && jobs_.NodeBusy(node));
+      });
   if (model.exclusive()) {
-    // A whole node per job: one place of each.
+    // A whole node per job: one slot of each.
     std::set<std::string> seen;
     std::erase_if(nodes,
-                  [&](const std::string& p) { return !seen.insert(ParsePlace(p).node).second; });
+                  [&](const std::string& p) { return !seen.insert(ParseNodeSlot(p).node).second; });
     if (nodes.empty() && running == 0 && draining_.count(key) == 0) {
       // Nothing runs and no node is free of jobs: drain the first eligible
       // node, and keep it until the model's search ends, so that another
       // model does not take it between two of this model's jobs.
-      for (const auto& place :
+      for (const auto& node_slot :
            FreeEligibleNodes(model, agents, [](const std::string&) { return false; })) {
-        const std::string node = ParsePlace(place).node;
+        const std::string node = ParseNodeSlot(node_slot).node;
         if (unavailable(node)) continue;
         draining_[key] = node;
         notifier_.Changed(id);
@@ -367,14 +367,15 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
   // failure (a port taken, a broken card) leaves the model's other nodes to
   // try, within limits.max_retries.
   const std::map<std::string, std::string>& failed = probe_failed_on_[key];
-  std::erase_if(nodes, [&](const std::string& n) { return failed.count(ParsePlace(n).node) != 0; });
+  std::erase_if(nodes,
+                [&](const std::string& n) { return failed.count(ParseNodeSlot(n).node) != 0; });
   if (NeedsBlockNum(spec.search()) && ms.npu_block_num == 0) {
     std::vector<std::string> eligible =
         FreeEligibleNodes(model, agents, [](const std::string&) { return false; });
     const bool all_failed =
         !failed.empty() && !eligible.empty() &&
         std::all_of(eligible.begin(), eligible.end(),
-                    [&](const std::string& n) { return failed.count(ParsePlace(n).node) != 0; });
+                    [&](const std::string& n) { return failed.count(ParseNodeSlot(n).node) != 0; });
     if (all_failed && running == 0) {
       std::vector<std::string> why;
       why.reserve(failed.size());
@@ -393,7 +394,7 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
     }
   }
   ModelPlan plan = PlanModel(spec, model, ms, run.stored.trials, *run.strategy, running,
-                             nodes.size(), probe_failures_[key], EligiblePlaces(model, agents));
+                             nodes.size(), probe_failures_[key], EligibleNodeSlots(model, agents));
   if (plan.done_reason) {
     ModelState done = ms;
     done.done = true;

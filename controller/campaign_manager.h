@@ -33,7 +33,7 @@
 #include "controller/host_restore.h"
 #include "controller/job_table.h"
 #include "controller/metrics.h"
-#include "controller/search.h"
+#include "controller/search/search.h"
 #include "controller/state_writer.h"
 #include "controller/store.h"
 #include "controller/trial_runner.h"

@@ -9,8 +9,8 @@
 #include <tuple>
 
 #include "common/testing/status_matchers.h"
+#include "controller/search/trial_outcomes.h"
 #include "controller/testing/manager_fixture.h"
-#include "controller/trial_outcomes.h"
 
 namespace crest::controller {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "controller/after_search.h"
-#include "controller/kv_blocks.h"
-#include "controller/trial_outcomes.h"
+#include "controller/search/kv_blocks.h"
+#include "controller/search/rate_search.h"
+#include "controller/search/trial_outcomes.h"
 
 namespace crest::controller {
 
@@ -45,7 +45,7 @@ void AddNodeSpeeds(const StoredCampaign& stored, const std::string& model,
   const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
   const auto factors =
-      NodeFactorsOf(Slots(stored.trials, model, /*calibration=*/false, max_attempts),
+      NodeFactorsOf(RepeatOutcomes(stored.trials, model, /*calibration=*/false, max_attempts),
                     SearchSpaceFor(spec, blocks).noise_prior);
   for (const auto& [node, f] : factors) {
     if (f.shared_runs == 0) continue;

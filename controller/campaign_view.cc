@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "controller/kv_blocks.h"
-#include "controller/trial_outcomes.h"
+#include "controller/search/kv_blocks.h"
+#include "controller/search/trial_outcomes.h"
 
 namespace crest::controller {
 namespace {

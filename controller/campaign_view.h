@@ -11,7 +11,7 @@
 
 #include "absl/strings/string_view.h"
 
-#include "controller/search.h"
+#include "controller/search/search.h"
 #include "controller/store.h"
 #include "crest/v1/controller.pb.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "controller/place.h"
+#include "controller/search/node_slot.h"
 
 namespace crest::controller {
 

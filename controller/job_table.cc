@@ -6,25 +6,25 @@
 namespace crest::controller {
 
 void JobTable::Start(const crest::v1::CampaignSpec& spec, const std::string& campaign,
-                     const Place& place, const std::string& model, const std::string& trial_id,
-                     std::function<void(Job*, TrialRunner*)> body) {
+                     const NodeSlot& node_slot, const std::string& model,
+                     const std::string& trial_id, std::function<void(Job*, TrialRunner*)> body) {
   auto job = std::make_unique<Job>();
   for (const auto& m : spec.models()) {
     if (m.name() == model) job->exclusive = m.exclusive();
   }
   job->campaign = campaign;
-  job->node = place.node;
-  job->slot = place.slot;
+  job->node = node_slot.node;
+  job->slot = node_slot.slot;
   job->model = model;
   job->trial_id = trial_id;
   Job* raw = job.get();
-  jobs_[PlaceKey(place.node, place.slot)] = std::move(job);
+  jobs_[NodeSlotKey(node_slot.node, node_slot.slot)] = std::move(job);
   // Each job on the node now has one more neighbour.
-  const std::vector<Job*> others = OthersOn(place.node, raw);
+  const std::vector<Job*> others = OthersOn(node_slot.node, raw);
   raw->neighbours = static_cast<uint32_t>(others.size());
   for (Job* other : others) other->neighbours = std::max(other->neighbours, raw->neighbours);
   std::string address;
-  if (auto agent = registry_->Get(place.node)) address = agent->address();
+  if (auto agent = registry_->Get(node_slot.node)) address = agent->address();
   raw->thread = std::thread([this, raw, address, body = std::move(body)] {
     TrialRunner runner(connector_->Connect(raw->node, address), raw->node, raw->slot, registry_,
                        call_timeout_, &raw->stop);
@@ -46,10 +46,10 @@ uint32_t JobTable::TakeNeighbours(Job* job) const {
   return most;
 }
 
-void JobTable::StartProbe(const std::string& campaign, const std::string& model, const Place& place,
-                          crest::v1::CampaignSpec spec,
+void JobTable::StartProbe(const std::string& campaign, const std::string& model,
+                          const NodeSlot& node_slot, crest::v1::CampaignSpec spec,
                           std::function<void(Job*, ProbeResult)> done) {
-  Start(spec, campaign, place, model, "",
+  Start(spec, campaign, node_slot, model, "",
         [spec, done = std::move(done)](Job* job, TrialRunner* runner) {
           done(job, runner->Probe(spec));
         });
@@ -59,10 +59,10 @@ void JobTable::StartTrial(crest::v1::CampaignSpec spec, crest::v1::Trial trial, 
                           std::function<void(const crest::v1::BenchmarkProgress&)> on_progress,
                           std::function<void(Job*, crest::v1::Trial)> done) {
   const std::string campaign = trial.campaign_id();
-  const Place place{trial.node(), trial.slot()};
+  const NodeSlot node_slot{trial.node(), trial.slot()};
   const std::string model = trial.model();
   const std::string id = trial.id();
-  Start(spec, campaign, place, model, id,
+  Start(spec, campaign, node_slot, model, id,
         [spec, trial = std::move(trial), tune_host, on_progress = std::move(on_progress),
          done = std::move(done)](Job* job, TrialRunner* runner) {
           done(job, runner->Run(spec, trial, tune_host, on_progress));
@@ -75,10 +75,10 @@ void JobTable::StartSweep(
     std::function<std::optional<crest::v1::Trial>(Job*, crest::v1::Trial)> next,
     std::function<void(Job*)> done) {
   const std::string campaign = first.campaign_id();
-  const Place place{first.node(), first.slot()};
+  const NodeSlot node_slot{first.node(), first.slot()};
   const std::string model = first.model();
   const std::string id = first.id();
-  Start(spec, campaign, place, model, id,
+  Start(spec, campaign, node_slot, model, id,
         [spec, first = std::move(first), tune_host, on_progress = std::move(on_progress),
          next = std::move(next), done = std::move(done)](Job* job, TrialRunner* runner) {
           runner->RunSweep(spec, first, tune_host, on_progress,
@@ -101,8 +101,8 @@ bool JobTable::NodeHeldWhole(const std::string& node) const {
   return false;
 }
 
-std::string JobTable::TrialOn(const std::string& place_key) const {
-  auto it = jobs_.find(place_key);
+std::string JobTable::TrialOn(const std::string& node_slot_key) const {
+  auto it = jobs_.find(node_slot_key);
   return it == jobs_.end() ? "" : it->second->trial_id;
 }
 

@@ -1,5 +1,5 @@
-// The jobs running on places (place.h: a daemon slot of a node), a trial or
-// an npuBlockNum probe each, at most one per place across all campaigns, each on its own thread
+// The jobs running on node_slots (node_slot.h: a daemon slot of a node), a trial or
+// an npuBlockNum probe each, at most one per node_slot across all campaigns, each on its own thread
 // with a stop signal and a TrialRunner over the node's agent. Not thread-safe: the campaign manager
 // guards it with its lock, and joins the threads it takes out of it outside that lock. The threads
 // report back through callbacks, which take that lock themselves.
@@ -18,7 +18,7 @@
 #include "controller/agent_client.h"
 #include "controller/agent_registry.h"
 #include "controller/campaign_view.h"
-#include "controller/place.h"
+#include "controller/search/node_slot.h"
 #include "controller/trial_runner.h"
 #include "crest/v1/controller.pb.h"
 
@@ -46,8 +46,8 @@ class JobTable {
   JobTable(const JobTable&) = delete;
   JobTable& operator=(const JobTable&) = delete;
 
-  // Probes npuBlockNum on `place` (which must be free), then `done(job, result)`.
-  void StartProbe(const std::string& campaign, const std::string& model, const Place& place,
+  // Probes npuBlockNum on `node_slot` (which must be free), then `done(job, result)`.
+  void StartProbe(const std::string& campaign, const std::string& model, const NodeSlot& node_slot,
                   crest::v1::CampaignSpec spec, std::function<void(Job*, ProbeResult)> done);
   // Runs `trial` on its node (which must be free), reporting benchmark
   // progress, then `done(job, trial as it ended)`.
@@ -66,14 +66,14 @@ class JobTable {
   // How many other jobs `job` had beside it on its node at most, since it
   // started or the last call; restarts the count from those there now.
   uint32_t TakeNeighbours(Job* job) const;
-  // Whether a job runs on the place named `place_key` (PlaceKey).
-  bool Busy(const std::string& place_key) const { return jobs_.count(place_key) != 0; }
+  // Whether a job runs on the node_slot named `node_slot_key` (NodeSlotKey).
+  bool Busy(const std::string& node_slot_key) const { return jobs_.count(node_slot_key) != 0; }
   // Whether a job runs on any slot of `node`.
   bool NodeBusy(const std::string& node) const;
   // Whether the job of an `exclusive` model runs on `node`: nothing else may start there.
   bool NodeHeldWhole(const std::string& node) const;
-  // The trial the job on `place_key` runs now ("" for none or a probe).
-  std::string TrialOn(const std::string& place_key) const;
+  // The trial the job on `node_slot_key` runs now ("" for none or a probe).
+  std::string TrialOn(const std::string& node_slot_key) const;
   // The jobs of `campaign` (only those of `model`, when not empty).
   int Count(const std::string& campaign, const std::string& model = "") const;
   // The jobs of `campaign`, in node order.
@@ -93,15 +93,15 @@ class JobTable {
  private:
   // The unfinished jobs on `node` other than `except`.
   std::vector<Job*> OthersOn(const std::string& node, const Job* except) const;
-  // Runs `body(job, runner)` on a new thread as the job on `place`.
-  void Start(const crest::v1::CampaignSpec& spec, const std::string& campaign, const Place& place,
-             const std::string& model, const std::string& trial_id,
+  // Runs `body(job, runner)` on a new thread as the job on `node_slot`.
+  void Start(const crest::v1::CampaignSpec& spec, const std::string& campaign,
+             const NodeSlot& node_slot, const std::string& model, const std::string& trial_id,
              std::function<void(Job*, TrialRunner*)> body);
 
   AgentRegistry* registry_;
   AgentConnector* connector_;
   absl::Duration call_timeout_;
-  std::map<std::string, std::unique_ptr<Job>> jobs_;  // by PlaceKey
+  std::map<std::string, std::unique_ptr<Job>> jobs_;  // by NodeSlotKey
 };
 
 }  // namespace crest::controller

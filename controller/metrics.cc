@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "controller/report.h"
-#include "controller/trial_outcomes.h"
+#include "controller/campaign_io/report.h"
+#include "controller/search/trial_outcomes.h"
 
 namespace crest::controller {
 namespace {

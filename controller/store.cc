@@ -97,24 +97,6 @@ int64_t NumberSuffix(const std::string& id) {
 
 }  // namespace
 
-bool IsFinal(crest::v1::TrialStatus status) {
-  switch (status) {
-    case crest::v1::TRIAL_OK:
-    case crest::v1::TRIAL_FAILED:
-    case crest::v1::TRIAL_INFEASIBLE:
-    case crest::v1::TRIAL_INTERRUPTED:
-    case crest::v1::TRIAL_CANCELLED:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsFinal(crest::v1::CampaignState state) {
-  return state == crest::v1::CAMPAIGN_SUCCEEDED || state == crest::v1::CAMPAIGN_FAILED ||
-         state == crest::v1::CAMPAIGN_CANCELLED;
-}
-
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& dir) {
   return OpenAtVersionForTest(dir, kSchemaVersion);
 }
@@ -234,8 +216,8 @@ absl::Status Store::Apply(const Batch& batch) {
       Statement st(db_,
                    "INSERT INTO model_state (campaign_id, model, data) VALUES (?1, ?2, ?3) "
                    "ON CONFLICT(campaign_id, model) DO UPDATE SET data = ?3");
-      st.Bind(1, key.first);
-      st.Bind(2, key.second);
+      st.Bind(1, key.campaign);
+      st.Bind(2, key.model);
       st.Bind(3, ModelStateToJson(m));
       CREST_RETURN_IF_ERROR(st.Run("write model state"));
     }

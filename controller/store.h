@@ -16,25 +16,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
+#include "controller/search/campaign_records.h"
 #include "crest/v1/controller.pb.h"
 
 struct sqlite3;
 
 namespace crest::controller {
 
-// What the controller learnt about one model of a campaign outside its trials.
-struct ModelState {
-  int64_t npu_block_num = 0;  // from the probe start (0: not probed)
-  std::string probe_node;
-  bool done = false;
-  std::string done_reason;
-};
-
 struct Batch {
   std::vector<crest::v1::Campaign> campaigns;  // upserted (models progress not stored)
   std::vector<crest::v1::Trial> trials;        // upserted; final ones are immutable
-  std::vector<std::pair<std::pair<std::string, std::string>, ModelState>>
-      models;                                                 // (campaign, model)
+  std::vector<std::pair<CampaignModel, ModelState>> models;
   std::vector<std::pair<std::string, std::string>> tuned;     // (campaign, node) tuned
   std::vector<std::pair<std::string, std::string>> restored;  // (campaign, node) restored
   std::vector<crest::v1::AgentInfo> agents;
@@ -44,21 +36,10 @@ struct Batch {
   }
 };
 
-struct StoredCampaign {
-  crest::v1::Campaign campaign;
-  std::vector<crest::v1::Trial> trials;  // in creation order
-  std::map<std::string, ModelState> models;
-  std::set<std::string> tuned;     // nodes whose host tuning this campaign applied
-  std::set<std::string> restored;  // of those, the ones restored already
-};
-
 struct Snapshot {
   std::vector<StoredCampaign> campaigns;  // in creation order
   std::vector<crest::v1::AgentInfo> agents;
 };
-
-bool IsFinal(crest::v1::TrialStatus status);
-bool IsFinal(crest::v1::CampaignState state);
 
 // What the campaign manager and the agent registry read and write: the
 // SQLite Store below in production; tests wrap it to make a write fail.

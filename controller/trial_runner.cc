@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "controller/trial_outcomes.h"
-#include "controller/trial_trust.h"
+#include "controller/search/trial_outcomes.h"
+#include "controller/search/trial_trust.h"
 
 namespace crest::controller {
 namespace {

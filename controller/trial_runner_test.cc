@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "common/testing/fake_clock.h"
-#include "controller/spec_limits.h"
+#include "controller/campaign_io/spec_limits.h"
+#include "controller/search/trial_outcomes.h"
 #include "controller/testing/fake_agent_client.h"
-#include "controller/trial_outcomes.h"
 
 namespace crest::controller {
 namespace {

@@ -19,7 +19,7 @@
 #include "common/testing/fake_clock.h"
 #include "common/testing/test_ca.h"
 #include "controller/campaign_manager.h"
-#include "controller/spec_parser.h"
+#include "controller/campaign_io/spec_parser.h"
 #include "controller/testing/failing_store.h"
 #include "controller/testing/fake_agent_client.h"
 

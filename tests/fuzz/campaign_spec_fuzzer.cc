@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "controller/spec_parser.h"
+#include "controller/campaign_io/spec_parser.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -14,8 +14,8 @@
 #include "absl/strings/str_replace.h"
 
 #include "common/file_util.h"
-#include "controller/report_html.h"
-#include "controller/testing/sample_report.h"
+#include "controller/campaign_io/report_html.h"
+#include "controller/campaign_io/testing/sample_report.h"
 #include "tests/observability/stack.h"
 
 namespace crest::observability {

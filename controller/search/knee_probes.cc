@@ -1,0 +1,219 @@
+#include "controller/search/knee_probes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace crest::controller::knee {
+
+std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, const Reading& r,
+                            size_t k, std::optional<double> wide, std::string* why_done) {
+  const int64_t hi = std::min(space.hi, r.past - 1);
+  // A wide search steps out at its own spacing: its first round missed the
+  // window, most likely only just.
+  const double spread = wide.value_or(kSpread);
+  std::vector<double> raw;
+  if (!r.below && r.past == std::numeric_limits<int64_t>::max()) {
+    // Nothing known: k points around the predicted knee, or over the window
+    // where it lies when the round is wide.
+    const auto c = static_cast<double>(
+        std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, space.hi));
+    if (wide) {
+      for (size_t i = 0; i < k; ++i) {
+        raw.push_back(c * (1 - kWideBelow + *wide * static_cast<double>(i)));
+      }
+    } else {
+      for (size_t i = 0; i < k; ++i) {
+        raw.push_back(c *
+                      (1 + kSpread * (static_cast<double>(i) - (static_cast<double>(k) - 1) / 2)));
+      }
+    }
+  } else if (!r.below) {
+    // Past the knee everywhere measured: step down, doubling.
+    if (r.past <= space.lo) {
+      *why_done = absl::StrCat("maxBatchSize ", r.past, " (the range's low end) is past the knee (",
+                               r.past_why, ")");
+      return {};
+    }
+    int64_t far = r.past;
+    for (const auto& [point, side] : r.side) far = std::max(far, point);
+    const double step = std::max(spread * static_cast<double>(r.past),
+                                 static_cast<double>(far - r.past) / static_cast<double>(k));
+    for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(r.past) - step * i);
+  } else if (r.past == std::numeric_limits<int64_t>::max() || *r.below >= hi) {
+    if (*r.below >= hi) {
+      *why_done =
+          r.past == std::numeric_limits<int64_t>::max()
+              ? absl::StrCat("no knee up to the range's end (", space.hi, ")")
+              : absl::StrCat("knee between ", *r.below, " and ", r.past, " (", r.past_why, ")");
+      return {};
+    }
+    // Below the knee everywhere measured: step up, doubling.
+    int64_t near = *r.below;
+    for (const auto& [point, side] : r.side) near = std::min(near, point);
+    // k points share the doubling: the round reaches as far as one point
+    // would on one node, but k-sections it, so the next round's bracket is
+    // k times narrower (at most kSpread wide).
+    const double step = std::max(spread * static_cast<double>(*r.below),
+                                 static_cast<double>(*r.below - near) / static_cast<double>(k));
+    for (size_t i = 1; i <= k; ++i) raw.push_back(static_cast<double>(*r.below) + step * i);
+  } else {
+    const int64_t gap = r.past - *r.below;
+    if (gap <= Resolution(space, *r.below, wide)) {
+      *why_done = absl::StrCat("knee between ", *r.below, " and ", r.past, " (", r.past_why, ")");
+      return {};
+    }
+    for (size_t i = 1; i <= k; ++i) {
+      raw.push_back(static_cast<double>(*r.below) +
+                    static_cast<double>(gap) * static_cast<double>(i) / static_cast<double>(k + 1));
+    }
+  }
+  std::vector<int64_t> out;
+  for (double x : raw) {
+    auto p = std::clamp<int64_t>(std::llround(x), space.lo, hi);
+    if (r.below) p = std::max(p, *r.below + 1);
+    if (p > hi || finished.count(p) != 0 || std::find(out.begin(), out.end(), p) != out.end()) {
+      continue;
+    }
+    out.push_back(p);
+  }
+  if (out.empty()) {
+    *why_done = r.below ? absl::StrCat("every point next to ", *r.below, " measured")
+                        : "no point left to measure";
+  }
+  return out;
+}
+
+std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finished,
+                                const Reading& r, size_t k, std::string* why_done) {
+  const int64_t cap = Cap(finished);
+  const int64_t hi = std::min(space.hi, cap - 1);
+  auto usable = Trusted(finished, r);
+  std::vector<double> raw;
+  if (usable.empty()) {
+    if (hi < space.lo) {
+      *why_done = "every point up to the range's low end is infeasible";
+      return {};
+    }
+    const auto c = static_cast<double>(
+        std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, hi));
+    for (size_t i = 0; i < k; ++i) {
+      raw.push_back(c *
+                    (1 + kSpread * (static_cast<double>(i) - (static_cast<double>(k) - 1) / 2)));
+    }
+  } else {
+    size_t m = 0;
+    for (size_t i = 1; i < usable.size(); ++i) {
+      if (usable[i].second->objective > usable[m].second->objective) m = i;
+    }
+    const int64_t at = usable[m].first;
+    const std::optional<int64_t> left =
+        m > 0 ? std::optional<int64_t>(usable[m - 1].first) : std::nullopt;
+    const std::optional<int64_t> right =
+        m + 1 < usable.size() ? std::optional<int64_t>(usable[m + 1].first) : std::nullopt;
+    const int64_t res = Resolution(space, at);
+    const double spread = std::max(kSpread * static_cast<double>(at), 1.0);
+    const bool open_left = !left && at > space.lo;
+    const bool open_right = !right && at < hi && cap - at > res;
+    if (open_left || open_right) {
+      // Step out on the open sides, doubling the distance to the far side.
+      const auto far_left = static_cast<double>(usable.front().first);
+      const auto far_right = static_cast<double>(usable.back().first);
+      const double up = std::max(spread, static_cast<double>(at) - far_left);
+      const double down = std::max(spread, far_right - static_cast<double>(at));
+      for (size_t i = 1; raw.size() < k && i <= k; ++i) {
+        if (open_right) raw.push_back(static_cast<double>(at) + up * i);
+        if (open_left && raw.size() < k) raw.push_back(static_cast<double>(at) - down * i);
+      }
+    } else {
+      const int64_t lo_n = left.value_or(at);
+      const int64_t hi_n = right.value_or(std::min(hi + 1, cap));
+      if (hi_n - lo_n <= 2 * res) {
+        *why_done = absl::StrCat("throughput peaks at ", at, " between ", lo_n, " and ", hi_n);
+        return {};
+      }
+      // k points over the two sides of the best, by their widths; one
+      // point goes to the wider side.
+      const auto wl = static_cast<double>(at - lo_n);
+      const auto wr = static_cast<double>(hi_n - at);
+      auto n_left = static_cast<size_t>(std::llround(static_cast<double>(k) * wl / (wl + wr)));
+      if (k == 1) n_left = wl > wr ? 1 : 0;
+      if (k > 1 && wl > 1 && n_left == 0) n_left = 1;
+      if (k > 1 && wr > 1 && n_left == k) n_left = k - 1;
+      const size_t n_right = k - n_left;
+      for (size_t i = 1; i <= n_left; ++i) {
+        raw.push_back(static_cast<double>(lo_n) +
+                      wl * static_cast<double>(i) / static_cast<double>(n_left + 1));
+      }
+      for (size_t i = 1; i <= n_right; ++i) {
+        raw.push_back(static_cast<double>(at) +
+                      wr * static_cast<double>(i) / static_cast<double>(n_right + 1));
+      }
+    }
+  }
+  std::vector<int64_t> out;
+  for (double x : raw) {
+    const auto p = std::clamp<int64_t>(std::llround(x), space.lo, hi);
+    if (finished.count(p) != 0 || std::find(out.begin(), out.end(), p) != out.end()) continue;
+    out.push_back(p);
+  }
+  if (out.empty()) *why_done = "every point around the best measured";
+  return out;
+}
+
+std::optional<int64_t> RunnerUp(const SearchSpace& space, const Outcomes& finished,
+                                const Reading& r, int64_t best) {
+  const double noise = DecisionNoise(space, finished);
+  const PointOutcome& b = finished.at(best);
+  std::optional<int64_t> rival;
+  for (const auto& [point, o] : Trusted(finished, r)) {
+    if (point == best) continue;
+    if (o->objective < b.objective * (1 - NoiseBand(noise, Runs(*o), Runs(b)))) continue;
+    if (!rival || o->objective > finished.at(*rival).objective) rival = point;
+  }
+  return rival;
+}
+
+std::vector<int64_t> Rivals(const SearchSpace& space, const Outcomes& finished, int64_t answer,
+                            bool any) {
+  const double noise = DecisionNoise(space, finished);
+  const PointOutcome& a = finished.at(answer);
+  const int64_t cap = Cap(finished);
+  std::vector<std::pair<double, int64_t>> rivals;
+  for (const auto& [point, o] : finished) {
+    if (point == answer || point >= cap || o.kind != PointOutcome::Kind::kOk || o.untrusted ||
+        o.samples.empty() || o.samples.size() >= kMaxDecidingRuns) {
+      continue;
+    }
+    if (any || o.objective >= a.objective * (1 - NoiseBand(noise, Runs(o), Runs(a)))) {
+      rivals.emplace_back(-o.objective, point);
+    }
+  }
+  std::sort(rivals.begin(), rivals.end());
+  std::vector<int64_t> out;
+  out.reserve(rivals.size());
+  for (const auto& [neg, point] : rivals) out.push_back(point);
+  return out;
+}
+
+int64_t MeasuredBetter(const SearchSpace& space, const Outcomes& finished, int64_t chosen) {
+  const double noise = DecisionNoise(space, finished);
+  const PointOutcome& c = finished.at(chosen);
+  const int64_t cap = Cap(finished);
+  int64_t best = chosen;
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk || o.untrusted || o.samples.empty() || point >= cap) {
+      continue;
+    }
+    if (o.objective * (1 - NoiseBand(noise, Runs(o), Runs(c))) > c.objective &&
+        o.objective > finished.at(best).objective) {
+      best = point;
+    }
+  }
+  return best;
+}
+
+}  // namespace crest::controller::knee

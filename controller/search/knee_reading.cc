@@ -1,0 +1,147 @@
+#include "controller/search/knee_reading.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace crest::controller::knee {
+namespace {
+
+double Mean(const PointOutcome& o) { return o.objective; }
+
+}  // namespace
+
+double DecisionNoise(const SearchSpace& space, const Outcomes& finished) {
+  constexpr double kPriorWeight = 2;
+  double sum_sq = 0;
+  size_t dof = 0;
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk || o.untrusted || o.samples.size() < 2) continue;
+    double mean = 0;
+    for (double v : o.samples) mean += v;
+    mean /= static_cast<double>(o.samples.size());
+    for (double v : o.samples) sum_sq += (v / mean - 1) * (v / mean - 1);
+    dof += o.samples.size() - 1;
+  }
+  double variance = (sum_sq + kPriorWeight * space.noise_prior * space.noise_prior) /
+                    (static_cast<double>(dof) + kPriorWeight);
+  // A busy neighbour slot is one more source of noise, independent of the
+  // run's own: once any run was measured beside one, every comparison may
+  // involve it.
+  for (const auto& [point, o] : finished) {
+    if (o.beside_neighbours > 0) {
+      variance += space.neighbour_noise * space.neighbour_noise;
+      break;
+    }
+  }
+  return std::sqrt(variance);
+}
+
+size_t Runs(const PointOutcome& o) { return std::max<size_t>(1, o.samples.size()); }
+
+Reading Read(const SearchSpace& space, const Outcomes& finished) {
+  Reading r;
+  for (const auto& [point, o] : finished) {
+    r.signal |= o.kind == PointOutcome::Kind::kOk && o.preemptions.has_value();
+  }
+  const double noise = DecisionNoise(space, finished);
+  // The best trusted point seen so far, ascending: a drop is judged against it.
+  const PointOutcome* best_below = nullptr;
+  for (const auto& [point, o] : finished) {
+    Side side = Side::kBelow;
+    if (o.kind != PointOutcome::Kind::kOk) {
+      side = Side::kPast;  // infeasible or failed: caps the range
+    } else if (r.signal && o.preemptions.has_value()) {
+      side = *o.preemptions > 0 ? Side::kPast : Side::kBelow;
+    } else if (!o.untrusted && best_below != nullptr) {
+      const double band = NoiseBand(noise, Runs(o), Runs(*best_below));
+      const double drop = 1 - Mean(o) / Mean(*best_below);
+      if (drop > band) side = Side::kPast;
+    }
+    r.side[point] = side;
+    if (side == Side::kBelow && !o.untrusted && !o.samples.empty() &&
+        (best_below == nullptr || Mean(o) > Mean(*best_below))) {
+      best_below = &o;
+    }
+  }
+  for (const auto& [point, side] : r.side) {
+    if (side == Side::kPast) {
+      r.past = point;
+      const PointOutcome& o = finished.at(point);
+      if (o.kind != PointOutcome::Kind::kOk) {
+        r.past_why =
+            absl::StrCat(o.kind == PointOutcome::Kind::kInfeasible ? "infeasible" : "failed",
+                         o.reason.empty() ? "" : ": " + o.reason);
+      } else if (o.preemptions.has_value() && r.signal) {
+        r.past_why = absl::StrCat(*o.preemptions, " preemptions");
+      } else {
+        r.past_why = "throughput fell beyond the noise band";
+      }
+      break;
+    }
+  }
+  for (const auto& [point, side] : r.side) {
+    if (side == Side::kBelow && point < r.past) r.below = point;
+  }
+  return r;
+}
+
+size_t FirstRound(const SearchSpace& space, size_t places) {
+  return std::clamp<size_t>(places, 1, std::max<size_t>(1, space.max_points / 2));
+}
+
+std::optional<double> WideSpacing(const SearchSpace& space, size_t places) {
+  const size_t n = FirstRound(space, places);
+  if (n < kWideRound) return std::nullopt;
+  return (kWideBelow + kWideAbove) / static_cast<double>(n - 1);
+}
+
+int64_t Resolution(const SearchSpace& space, int64_t at, std::optional<double> wide) {
+  const double relative = std::max(space.resolution, wide.value_or(0));
+  // Rounding makes a wide round's neighbours up to one apart more.
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(relative * static_cast<double>(at))) + (wide ? 1 : 0));
+}
+
+std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
+                                                             const Reading& r) {
+  std::vector<std::pair<int64_t, const PointOutcome*>> out;
+  for (const auto& [point, o] : finished) {
+    if (o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() &&
+        (point < r.past || !r.signal)) {
+      out.emplace_back(point, &o);
+    }
+  }
+  return out;
+}
+
+int64_t Cap(const Outcomes& finished) {
+  int64_t cap = std::numeric_limits<int64_t>::max();
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk) cap = std::min(cap, point);
+  }
+  return cap;
+}
+
+bool TrustedBelow(int64_t point, const PointOutcome& o, int64_t cap) {
+  return o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() && point < cap;
+}
+
+std::optional<int64_t> BestPoint(const Outcomes& finished) {
+  const int64_t cap = Cap(finished);
+  std::optional<int64_t> best;
+  for (const auto& [point, o] : finished) {
+    if (TrustedBelow(point, o, cap) && (!best || o.objective >= finished.at(*best).objective)) {
+      best = point;
+    }
+  }
+  return best;
+}
+
+double BestMean(const Outcomes& finished) {
+  const std::optional<int64_t> best = BestPoint(finished);
+  return best ? finished.at(*best).objective : 0;
+}
+
+}  // namespace crest::controller::knee

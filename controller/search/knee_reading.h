@@ -1,0 +1,79 @@
+// What the finished points of a knee search (search_knee.cc) say: each
+// point's side of the KV-cache knee, the bracket around it, the noise a
+// decision assumes, and the trusted points and the cap the other parts of
+// the search (knee_probes.h, knee_cost_model.h) read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "controller/search/search.h"
+
+namespace crest::controller::knee {
+
+// Spacing of the first points around the predicted knee, relative.
+constexpr double kSpread = 0.04;
+
+// From this many places per round on, the search's first round is wide: its
+// points cover the window where the knee is expected, WideSpacing apart,
+// and a bracket that narrow counts as located. A round costs a daemon start
+// and a whole benchmark however many points it measures, so on a server of
+// eight slots one wide round beats three narrow ones (docs/search.md,
+// "Slots").
+constexpr size_t kWideRound = 8;
+// The window, relative to the predicted knee: the simulator's peaks lie
+// from 3% below the prediction to 20% above it, most within 6% above
+// (search-bench --verbose), since a peak may sit up a plateau past the knee.
+constexpr double kWideBelow = 0.04;
+constexpr double kWideAbove = 0.10;
+// The points of the first round with `places` per round: every place, but
+// at most half of max_trials (the other half for a knee outside its window).
+size_t FirstRound(const SearchSpace& space, size_t places);
+// The relative spacing of the search's wide first round with `places` per
+// round; nullopt when that round is narrow (fewer than kWideRound points).
+std::optional<double> WideSpacing(const SearchSpace& space, size_t places);
+
+// Runs at most of each of two points the noise cannot tell apart.
+constexpr size_t kMaxDecidingRuns = 2;
+
+enum class Side { kBelow, kPast };
+
+struct Reading {
+  std::map<int64_t, Side> side;                        // every measured point's side of the knee
+  bool signal = false;                                 // the daemon publishes preemptions
+  int64_t past = std::numeric_limits<int64_t>::max();  // smallest point past the knee
+  std::optional<int64_t> below;                        // largest point below it
+  std::string past_why;
+};
+
+// Runs behind a point's mean (at least one).
+size_t Runs(const PointOutcome& o);
+// The noise a decision assumes: the measured one shrunk toward the prior
+// with the weight of two runs, so that two close samples by chance do not
+// make every small difference a fall; plus, in quadrature, the space's
+// neighbour noise once a run was measured beside another job on its node.
+double DecisionNoise(const SearchSpace& space, const Outcomes& finished);
+// Each point's side of the knee, the bracket, and why its upper end is past.
+Reading Read(const SearchSpace& space, const Outcomes& finished);
+// The bracket width at which the knee counts as located, near `at`: the
+// space's resolution, or a wide round's spacing when that is coarser.
+int64_t Resolution(const SearchSpace& space, int64_t at, std::optional<double> wide = std::nullopt);
+// Trusted ok points below the cap (infeasible / failed points), by point.
+std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
+                                                             const Reading& r);
+// The cap from above: the smallest infeasible or failed point.
+int64_t Cap(const Outcomes& finished);
+// Whether `o`, measured at `point`, is a trusted ok point below `cap`.
+bool TrustedBelow(int64_t point, const PointOutcome& o, int64_t cap);
+// The best trusted ok point below the cap, whatever its side of the knee.
+std::optional<int64_t> BestPoint(const Outcomes& finished);
+// Its mean (0 when there is none): what a fall is judged against.
+double BestMean(const Outcomes& finished);
+
+}  // namespace crest::controller::knee
