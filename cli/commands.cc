@@ -4,7 +4,7 @@
 
 namespace crest::cli {
 
-int Fail(std::string_view message) {
+int Fail(absl::string_view message) {
   std::cerr << "crest: " << message << "\n";
   return 1;
 }

@@ -4,7 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
-#include <string_view>
+
+#include "absl/strings/string_view.h"
 
 namespace crest::cli {
 
@@ -12,7 +13,7 @@ namespace crest::cli {
 using Action = std::function<int()>;
 
 // Prints "crest: <message>" on stderr and returns 1, the exit code of a failed command.
-int Fail(std::string_view message);
+int Fail(absl::string_view message);
 
 // `crest node info|tune|restore|start|stop|bench --agent ADDR ...` (one agent).
 void AddNodeCommands(CLI::App& crest, Action* action);
