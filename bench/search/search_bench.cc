@@ -4,55 +4,68 @@
 // profiles, MaxOutputLen values and npuMemSize values. Truth is the
 // noise-free curve on a fine grid. Prints, per strategy, the benchmark runs
 // used, the rounds with 1, 2 and 4 nodes, and the found point's true
-// throughput as a share of the true peak. docs/search.md shows the table;
-// --slots-projection and --node-spread print its "Slots" and "Nodes that
-// differ" tables instead; --fit-limit, what the answer rule and the cost fit
-// make of given points measured over seeds (docs/search.md, "What still
-// misses").
+// throughput as a share of the true peak; --slots-projection and
+// --node-spread print the campaign wall-clock with slots and the play of
+// nodes that differ (after the table with --table, instead of it without);
+// --fit-limit, what the answer rule and the cost fit make of given points
+// measured over seeds. --markdown writes what it printed, with the per-case
+// tables, as the results file the docs point to (bench/search/RESULTS.md).
+#include <sys/utsname.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
 #include "common/command_line.h"
 #include "common/paths.h"
-#include "controller/knee_cost_model.h"
-#include "controller/knee_reading.h"
-#include "controller/kv_blocks.h"
-#include "controller/place.h"
-#include "controller/schedule_plan.h"
-#include "controller/search.h"
-#include "controller/trial_outcomes.h"
+#include "controller/search/knee_cost_model.h"
+#include "controller/search/knee_reading.h"
+#include "controller/search/kv_blocks.h"
+#include "controller/search/node_slot.h"
+#include "controller/search/schedule_plan.h"
+#include "controller/search/search.h"
+#include "controller/search/trial_outcomes.h"
 #include "sim/kv_cache.h"
 #include "sim/profile.h"
 #include "sim/simulate.h"
 
 namespace {
 
+using crest::controller::NodeSlotKey;
 using crest::controller::Outcomes;
-using crest::controller::PickPlace;
-using crest::controller::PlaceKey;
+using crest::controller::PickNodeSlot;
 using crest::controller::PointOutcome;
+using crest::controller::RepeatKey;
+using crest::controller::RepeatOutcome;
 using crest::controller::SearchSpace;
 using crest::controller::SearchStrategy;
-using crest::controller::Slot;
-using crest::controller::SlotKey;
 
 struct Case {
   crest::sim::Profile profile;
@@ -154,13 +167,14 @@ struct Play {
   std::string trace;  // "point:throughput/preemptions" of every run, in order
 };
 
-// Where a play's runs go: `places` run at once, place i on host i % hosts
-// (every host's first slot first, as the controller orders places), host h
+// Where a play's runs go: `node_slots` places (daemon slots of a node) run at
+// once, place i on host i % hosts (every host's first slot first, as the
+// controller orders them), host h
 // measuring `speed[h]` times the simulator's figure (a cluster whose nodes
 // differ; empty: alike). `adjust`: compare points within a node first, as
 // the controller does (node_effects.h); off, the raw figures compare.
 struct Cluster {
-  size_t places = 1;
+  size_t node_slots = 1;
   size_t hosts = 1;
   std::vector<double> speed;
   bool adjust = true;
@@ -168,17 +182,17 @@ struct Cluster {
 
 // Synchronous rounds on `cluster`: each round measures what the strategy
 // wants, at most one run per place; a repeat goes to a host that has not
-// measured the point when one is free (PickPlace, as the controller does).
+// measured the point when one is free (PickNodeSlot, as the controller does).
 Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
              const Cluster& cluster, bool signal) {
   Play play;
   play.seconds = bench.StartupSeconds();
-  std::map<SlotKey, Slot> slots;
+  std::map<RepeatKey, RepeatOutcome> outcomes;
   Outcomes finished;
-  const size_t places = std::max<size_t>(1, cluster.places);
-  const size_t hosts = std::clamp<size_t>(cluster.hosts, 1, places);
+  const size_t node_slots = std::max<size_t>(1, cluster.node_slots);
+  const size_t hosts = std::clamp<size_t>(cluster.hosts, 1, node_slots);
   for (int guard = 0; guard < 200; ++guard) {
-    auto d = strategy.Decide(space, finished, places);
+    auto d = strategy.Decide(space, finished, node_slots);
     if (d.done) {
       absl::StrAppend(&play.trace, " [", d.reason, "]");
       break;
@@ -187,32 +201,33 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
     for (int64_t p : d.wanted) {
       auto want = std::max<size_t>(1, d.runs.count(p) != 0 ? d.runs.at(p) : 1);
       size_t have = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
-      for (; have < want && round.size() < places; ++have) round.push_back(p);
+      for (; have < want && round.size() < node_slots; ++have) round.push_back(p);
     }
     if (round.empty()) break;
     ++play.rounds;
     double longest = 0;
     for (int64_t p : round) longest = std::max(longest, bench.At(p).elapsed);
     play.seconds += bench.StartupSeconds() + longest;
-    if (places > 1) play.trace += " |";
-    std::vector<std::string> place_keys;
-    for (size_t i = 0; i < places; ++i) {
-      place_keys.push_back(
-          PlaceKey(absl::StrCat("n", i % hosts), static_cast<uint32_t>(i / hosts)));
+    if (node_slots > 1) play.trace += " |";
+    std::vector<std::string> node_slot_keys;
+    for (size_t i = 0; i < node_slots; ++i) {
+      node_slot_keys.push_back(
+          NodeSlotKey(absl::StrCat("n", i % hosts), static_cast<uint32_t>(i / hosts)));
     }
-    std::vector<bool> taken(places, false);
+    std::vector<bool> taken(node_slots, false);
     for (int64_t p : round) {
       uint32_t repeat = 0;
       std::vector<std::string> measured_on;
-      for (auto it = slots.lower_bound({p, 0}); it != slots.end() && it->first.first == p; ++it) {
+      for (auto it = outcomes.lower_bound({p, 0}); it != outcomes.end() && it->first.first == p;
+           ++it) {
         ++repeat;
         measured_on.push_back(it->second.node);
       }
-      const size_t place =
-          *PickPlace(place_keys, taken, measured_on, {}, [](const std::string&) { return true; });
-      const size_t host = place % hosts;
+      const size_t node_slot = *PickNodeSlot(node_slot_keys, taken, measured_on, {},
+                                             [](const std::string&) { return true; });
+      const size_t host = node_slot % hosts;
       PointOutcome m = bench.Measure(p, seed, repeat, signal);
-      Slot& run = slots[{p, repeat}];
+      RepeatOutcome& run = outcomes[{p, repeat}];
       run.attempts = 1;
       run.ok = true;
       run.speed = m.samples[0] * (host < cluster.speed.size() ? cluster.speed[host] : 1.0);
@@ -222,14 +237,14 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
       absl::StrAppend(&play.trace, " ", p, ":", std::lround(run.speed));
       if (m.preemptions) absl::StrAppend(&play.trace, "/", *m.preemptions);
     }
-    finished = FinishedPoints(slots, 1, cluster.adjust ? space.noise_prior : 0);
+    finished = FinishedPoints(outcomes, 1, cluster.adjust ? space.noise_prior : 0);
   }
   auto best = strategy.Best(space, finished);
   play.found = best ? best->point : 0;
   return play;
 }
 
-// `nodes` alike hosts of one place each.
+// `nodes` alike hosts of one slot each.
 Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
              size_t nodes, bool signal) {
   return PlayOut(strategy, space, bench, seed, Cluster{nodes, nodes, {}, true}, signal);
@@ -249,19 +264,19 @@ struct Row {
 // with `seed`'s noise, as the controller would hold them.
 Outcomes MeasureDesign(Bench& bench, const SearchSpace& space, const std::vector<int64_t>& design,
                        uint64_t seed) {
-  std::map<SlotKey, Slot> slots;
+  std::map<RepeatKey, RepeatOutcome> outcomes;
   for (int64_t p : design) {
     uint32_t repeat = 0;
-    while (slots.count({p, repeat}) != 0) ++repeat;
+    while (outcomes.count({p, repeat}) != 0) ++repeat;
     PointOutcome m = bench.Measure(p, seed, repeat, true);
-    Slot& run = slots[{p, repeat}];
+    RepeatOutcome& run = outcomes[{p, repeat}];
     run.attempts = 1;
     run.ok = true;
     run.speed = m.samples[0];
     run.preemptions = m.preemptions;
     run.node = "n0";
   }
-  return FinishedPoints(slots, 1, space.noise_prior);
+  return FinishedPoints(outcomes, 1, space.noise_prior);
 }
 
 // Median, worst and the share below `target` of found/peak figures (none
@@ -289,46 +304,185 @@ absl::StatusOr<std::vector<int64_t>> ParsePoints(const std::string& text) {
   return points;
 }
 
-}  // namespace
+void Append(Row& to, const Row& from) {
+  auto append = [](std::vector<double>& a, const std::vector<double>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+  };
+  append(to.runs1, from.runs1);
+  append(to.rounds1, from.rounds1);
+  append(to.rounds2, from.rounds2);
+  append(to.rounds4, from.rounds4);
+  append(to.share1, from.share1);
+  append(to.share2, from.share2);
+  append(to.share4, from.share4);
+}
 
-int main(int argc, char** argv) {
-  CLI::App app("search-bench: the search strategies against mindie-sim in virtual time",
-               "search-bench");
+// One case's true peak and each strategy's plays over the seeds.
+struct CaseResult {
+  int64_t peak_at = 0;
+  double peak = 0;
+  std::vector<Row> rows;
+};
+
+// "median / max" of counts.
+std::string MedianMax(const std::vector<double>& v) {
+  return absl::StrFormat("%.0f / %.0f", Quantile(v, 0.5), Quantile(v, 1));
+}
+
+// "median / worst" of found/peak shares.
+std::string MedianWorst(const std::vector<double>& v) {
+  return absl::StrFormat("%.2f%% / %.2f%%", 100 * Quantile(v, 0.5), 100 * Quantile(v, 0));
+}
+
+const std::vector<std::string> kRowHeader = {
+    "strategy",        "runs, 1 node",       "rounds, 1 node",      "rounds, 2 nodes",
+    "rounds, 4 nodes", "found/peak, 1 node", "found/peak, 2 nodes", "found/peak, 4 nodes"};
+
+// A strategy's row of the table, over whatever plays `r` holds.
+std::vector<std::string> RowCells(const std::string& label, const Row& r) {
+  return {label,
+          MedianMax(r.runs1),
+          MedianMax(r.rounds1),
+          MedianMax(r.rounds2),
+          MedianMax(r.rounds4),
+          MedianWorst(r.share1),
+          MedianWorst(r.share2),
+          MedianWorst(r.share4)};
+}
+
+std::string CaseName(const Case& c) {
+  return absl::StrFormat("%s mem %.0f out %d", c.profile.name, c.npu_mem, c.max_output);
+}
+
+// One table as the bench prints it: a caption line, a pipe table (Markdown's
+// syntax already) and lines after it. stdout and --markdown render the same
+// Section, so every figure is computed and formatted once.
+struct Section {
+  std::string heading;  // --markdown's heading; stdout prints none
+  std::string caption;  // the line above the table
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows = {};
+  std::vector<std::string> after = {};  // lines after the table
+  bool printed = true;                  // false: --markdown only
+};
+
+std::string PipeTable(const Section& s) {
+  std::string out = absl::StrCat("| ", absl::StrJoin(s.header, " | "), " |\n|");
+  for (size_t i = 0; i < s.header.size(); ++i) out += "---|";
+  out += "\n";
+  for (const auto& row : s.rows) absl::StrAppend(&out, "| ", absl::StrJoin(row, " | "), " |\n");
+  return out;
+}
+
+void Print(const Section& s) {
+  std::string out;
+  if (!s.caption.empty()) absl::StrAppend(&out, s.caption, "\n");
+  out += PipeTable(s);
+  for (const auto& line : s.after) absl::StrAppend(&out, line, "\n");
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::string Markdown(const Section& s) {
+  std::string out = absl::StrCat("## ", s.heading, "\n\n");
+  if (!s.caption.empty()) absl::StrAppend(&out, s.caption, "\n\n");
+  out += PipeTable(s);
+  if (!s.after.empty()) out += "\n";
+  for (const auto& line : s.after) absl::StrAppend(&out, "- ", line, "\n");
+  return out + "\n";
+}
+
+// `argv` as a shell command line, each word quoted when the shell would
+// read it otherwise.
+std::string CommandLine(int argc, char** argv) {
+  std::vector<std::string> words;
+  for (int i = 0; i < argc; ++i) {
+    std::string w = argv[i];
+    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("_./=,:+-%@").find(c) != std::string_view::npos;
+    });
+    words.push_back(plain ? w : absl::StrCat("'", absl::StrReplaceAll(w, {{"'", "'\\''"}}), "'"));
+  }
+  return absl::StrJoin(words, " ");
+}
+
+// The head of the --markdown file: that it is generated, by which command,
+// when, where and in how long (`seconds` of wall-clock).
+std::string MarkdownHead(int argc, char** argv, double seconds) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &utc);
+  struct utsname host {};
+  const std::string system =
+      uname(&host) == 0 ? absl::StrCat(host.sysname, " ", host.machine, ", ") : "";
+  const char* commit = std::getenv("CREST_GIT_COMMIT");
+  return absl::StrCat(
+      "# search-bench results\n\n"
+      "Generated by search-bench itself (`--markdown`): do not edit it by hand, run the command "
+      "again. From the repository's root, with search-bench built into the directory the "
+      "command names:\n\n    ",
+      CommandLine(argc, argv), "\n\nGenerated ", date, " on ", system,
+      std::thread::hardware_concurrency(), " CPUs (nproc)",
+      commit != nullptr && *commit != '\0' ? absl::StrCat(", commit ", commit) : "",
+      absl::StrFormat(", in %.0f s of wall-clock", seconds),
+      ". The figures are the simulator's, in virtual time: any machine and any `--threads` give "
+      "the same.\n\n"
+      "Each strategy plays against mindie-sim's performance model (MindIE's benchmark on GSM8K, "
+      "Concurrency = maxBatchSize - 1, maxPrefillBatchSize = maxBatchSize / 2) with each "
+      "profile's run-to-run noise, one seed per play. Truth is the noise-free curve. "
+      "found/peak: the true throughput of the point found over the true peak. runs: benchmark "
+      "runs; rounds: rounds of runs measured at once, one run per node (or place: a daemon slot "
+      "of a node). docs/search.md explains the strategies; the decision records under "
+      "docs/decisions/ hold the figures of earlier versions.\n\n");
+}
+
+// What the command line asks for.
+struct Options {
   int seeds = 20;
+  int first_seed = 1;
   std::vector<std::string> profiles;
   std::vector<int> outputs = {256, 512, 1024};
+  std::vector<double> mem_filter;
   int threads = 2;
   bool verbose = false;
-  app.add_option("--seeds", seeds, "noise seeds per case");
-  int first_seed = 1;
-  app.add_option("--first-seed", first_seed,
+  bool trace = false;
+  size_t trace_nodes = 1;
+  bool curves = false;
+  bool table = false;
+  bool projection = false;
+  std::vector<double> node_spreads;
+  std::vector<std::string> designs;
+  std::string markdown;
+};
+
+void AddOptions(CLI::App& app, Options& o) {
+  app.add_option("--seeds", o.seeds, "noise seeds per case");
+  app.add_option("--first-seed", o.first_seed,
                  "the first noise seed (seeds first-seed .. first-seed + seeds - 1), to check a "
                  "result on seeds it was not tuned on");
-  app.add_option("--profiles", profiles, "profile names (default: every shipped profile)");
-  app.add_option("--max-output", outputs, "MaxOutputLen values");
-  app.add_option("--threads", threads, "cases simulated at once");
-  app.add_flag("--verbose", verbose, "one line per case");
-  bool trace = false;
-  app.add_flag("--trace", trace,
+  app.add_option("--profiles", o.profiles, "profile names (default: every shipped profile)");
+  app.add_option("--max-output", o.outputs, "MaxOutputLen values");
+  app.add_option("--threads", o.threads, "cases simulated at once");
+  app.add_flag("--verbose", o.verbose, "one line per case");
+  app.add_flag("--trace", o.trace,
                "print every run of each seed (1 node) and the point found; with --node-spread, "
                "the seeds whose search found below 97% of the peak, both plays");
-  size_t trace_nodes = 1;
-  app.add_option("--trace-nodes", trace_nodes,
+  app.add_option("--trace-nodes", o.trace_nodes,
                  "nodes (places) of the runs --trace prints ('|' starts a round)");
-  bool curves = false;
-  app.add_flag("--curves", curves, "print each case's noise-free curve around its peak");
-  bool projection = false;
-  app.add_flag("--slots-projection", projection,
+  app.add_flag("--curves", o.curves, "print each case's noise-free curve around its peak");
+  app.add_flag("--slots-projection", o.projection,
                "instead of the table: each case's campaign wall-clock at time scale 1 with 1, 4, "
                "8 and 32 places (1 server x 1 slot, 4 x 1, 1 x 8, 4 x 8)");
-  double node_spread = 0;
-  app.add_option("--node-spread", node_spread,
+  app.add_option("--node-spread", o.node_spreads,
                  "instead of the table: nodes that differ, their speeds spread evenly over "
                  "1 -+ S/2 (S = 0.1: 0.95 to 1.05); found/peak with 2 and 4 nodes, points "
-                 "compared within a node first (the controller's way) against raw figures")
+                 "compared within a node first (the controller's way) against raw figures; "
+                 "several values, one table each")
       ->check(CLI::Range(0.0, 1.0));
-  std::vector<std::string> designs;
-  app.add_option("--fit-limit", designs,
+  app.add_option("--fit-limit", o.designs,
                  "instead of the table: for each list of points (comma-separated, a repeated "
                  "point measured again), what the knee search's answer rule and its cost fit "
                  "make of those runs over the seeds, on every case whose range holds them")
@@ -336,17 +490,27 @@ int main(int argc, char** argv) {
         auto points = ParsePoints(text);
         return points.ok() ? "" : std::string(points.status().message());
       });
-  std::vector<double> mem_filter;
-  app.add_option("--npu-mem", mem_filter, "only the cases of these npuMemSize values");
-  if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
-  auto share = crest::ShareDir();
-  if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
+  app.add_flag("--table", o.table,
+               "print the strategies' table too, before what --slots-projection, --node-spread "
+               "or --fit-limit print (without them it is printed anyway)");
+  app.add_option("--markdown", o.markdown,
+                 "also write every table printed, and the per-case tables, in Markdown to this "
+                 "file (replaced once all is measured), headed by this command line, the date "
+                 "and the machine: bench/search/RESULTS.md is this file");
+  app.add_option("--npu-mem", o.mem_filter, "only the cases of these npuMemSize values");
+}
+
+// Every shipped profile (or those asked for) x its two npuMemSize values x
+// the MaxOutputLen values, each with GSM8K's requests and the controller's
+// own auto range.
+absl::StatusOr<std::vector<Case>> LoadCases(const std::string& share, const Options& o) {
+  std::vector<std::string> profiles = o.profiles;
   if (profiles.empty()) {
     std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(*share + "/profiles", ec)) {
+    for (const auto& e : std::filesystem::directory_iterator(share + "/profiles", ec)) {
       if (e.path().extension() == ".json") profiles.push_back(e.path().stem().string());
     }
-    if (ec) return crest::FailWithMessage(app, *share + "/profiles: " + ec.message());
+    if (ec) return absl::NotFoundError(share + "/profiles: " + ec.message());
     std::sort(profiles.begin(), profiles.end());
   }
   // Two KV-cache sizes per profile: MindIE's reference 17 GiB and a larger
@@ -355,26 +519,26 @@ int main(int argc, char** argv) {
       {"llama3-8b-910b", {17, 24}}, {"llama2-13b-910b", {17, 24}}, {"llama3-70b-910b", {4, 6}}};
   std::vector<std::string> questions;
   {
-    std::ifstream in(*share + "/datasets/gsm8k/test.jsonl");
+    std::ifstream in(share + "/datasets/gsm8k/test.jsonl");
     for (std::string line; std::getline(in, line);) {
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (!j.is_discarded() && j.contains("question")) questions.push_back(j["question"]);
     }
   }
-  if (questions.empty()) return crest::FailWithMessage(app, "no GSM8K questions in " + *share);
+  if (questions.empty()) return absl::NotFoundError("no GSM8K questions in " + share);
   std::vector<Case> cases;
   for (const auto& name : profiles) {
-    auto profile = crest::sim::FindProfile(*share + "/profiles", name, "");
-    if (!profile.ok()) return crest::FailWithMessage(app, profile.status().ToString());
+    auto profile = crest::sim::FindProfile(share + "/profiles", name, "");
+    if (!profile.ok()) return profile.status();
     auto mem_it = mems.find(name);
     for (double mem : mem_it != mems.end() ? mem_it->second : std::vector<double>{17, 24}) {
-      if (!mem_filter.empty() &&
-          std::find(mem_filter.begin(), mem_filter.end(), mem) == mem_filter.end()) {
+      if (!o.mem_filter.empty() &&
+          std::find(o.mem_filter.begin(), o.mem_filter.end(), mem) == o.mem_filter.end()) {
         continue;
       }
       auto kv = crest::sim::ComputeKvCache(*profile, profile->reference_world_size, mem, 128);
-      if (!kv.ok()) return crest::FailWithMessage(app, kv.status().ToString());
-      for (int out : outputs) {
+      if (!kv.ok()) return kv.status();
+      for (int out : o.outputs) {
         Case c;
         c.profile = *profile;
         c.npu_mem = mem;
@@ -382,9 +546,9 @@ int main(int argc, char** argv) {
         c.blocks = kv->computed_blocks;
         const auto& dist = profile->workloads.at(profile->default_workload);
         for (const auto& q : questions) {
-          int o = std::min(crest::sim::NaturalOutputLength(dist, q), out);
+          int len = std::min(crest::sim::NaturalOutputLength(dist, q), out);
           c.requests.push_back(
-              {crest::sim::CountPromptTokens(q, profile->prompt_template_tokens), o});
+              {crest::sim::CountPromptTokens(q, profile->prompt_template_tokens), len});
         }
         // The controller's own auto range, as a campaign with this workload gets it.
         crest::v1::CampaignSpec spec;
@@ -402,12 +566,18 @@ int main(int argc, char** argv) {
       }
     }
   }
-  struct Strategy {
-    std::string label;
-    std::unique_ptr<SearchStrategy> impl;
-    bool signal = true;
-    std::function<SearchSpace(SearchSpace)> adjust = [](SearchSpace s) { return s; };
-  };
+  return cases;
+}
+
+struct Strategy {
+  std::string label;
+  std::unique_ptr<SearchStrategy> impl;
+  bool signal = true;
+  std::function<SearchSpace(SearchSpace)> adjust = [](SearchSpace s) { return s; };
+};
+
+// The strategies in the table's order, the default first.
+std::vector<Strategy> Strategies() {
   std::vector<Strategy> strategies;
   strategies.push_back({"knee (default)", std::make_unique<crest::controller::KneeSearch>()});
   strategies.push_back(
@@ -419,276 +589,112 @@ int main(int argc, char** argv) {
                           s.max_points = 40;
                           return s;
                         }});
-  if (node_spread > 0) {
-    std::printf(
-        "nodes whose speeds spread over %.3f to %.3f, %zu cases x %d seeds (%d to %d)\n"
-        "| strategy | nodes | found/peak, within a node first: median / worst | raw figures: "
-        "median / worst | runs median / max (first / raw) |\n|---|---|---|---|---|\n",
-        1 - node_spread / 2, 1 + node_spread / 2, cases.size(), seeds, first_seed,
-        first_seed + seeds - 1);
-    for (const auto& st : strategies) {
-      if (st.label.rfind("knee", 0) != 0) continue;
-      for (size_t nodes : {2, 4}) {
-        std::vector<double> adjusted, raw, runs_adjusted, runs_raw;
-        for (const Case& c : cases) {
-          Bench bench(c);
-          const double peak = bench.Peak().second;
-          const SearchSpace space = st.adjust(c.space);
-          for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
-            // Which node is the fast one changes with the seed.
-            Cluster cluster{nodes, nodes, {}, true};
-            for (size_t h = 0; h < nodes; ++h) {
-              const size_t rank = (h + static_cast<size_t>(seed)) % nodes;
-              cluster.speed.push_back(1 - node_spread / 2 +
-                                      node_spread * static_cast<double>(rank) /
-                                          static_cast<double>(nodes - 1));
-            }
-            const auto u = static_cast<uint64_t>(seed);
-            Play a = PlayOut(*st.impl, space, bench, u, cluster, st.signal);
-            cluster.adjust = false;
-            Play r = PlayOut(*st.impl, space, bench, u, cluster, st.signal);
-            adjusted.push_back(a.found > 0 ? bench.Truth(a.found) / peak : 0);
-            if (trace && adjusted.back() < 0.97) {
-              std::printf(
-                  "%s mem %.0f out %d seed %d nodes %zu:%s -> %lld (%.2f%%); raw:%s -> %lld\n",
-                  c.profile.name.c_str(), c.npu_mem, c.max_output, seed, nodes, a.trace.c_str(),
-                  static_cast<long long>(a.found), 100 * adjusted.back(), r.trace.c_str(),
-                  static_cast<long long>(r.found));
-            }
-            raw.push_back(r.found > 0 ? bench.Truth(r.found) / peak : 0);
-            runs_adjusted.push_back(static_cast<double>(a.runs));
-            runs_raw.push_back(static_cast<double>(r.runs));
-          }
-        }
-        std::printf(
-            "| %s | %zu | %.2f%% / %.2f%% | %.2f%% / %.2f%% | %.0f / %.0f (%.0f / %.0f) |\n",
-            st.label.c_str(), nodes, 100 * Quantile(adjusted, 0.5), 100 * Quantile(adjusted, 0),
-            100 * Quantile(raw, 0.5), 100 * Quantile(raw, 0), Quantile(runs_adjusted, 0.5),
-            Quantile(runs_adjusted, 1), Quantile(runs_raw, 0.5), Quantile(runs_raw, 1));
-      }
-    }
-    return 0;
-  }
-  if (!designs.empty()) {
-    // The misses' question (docs/search.md): is it the points measured or
-    // the answer made of them? Each design's runs over the seeds, answered
-    // by KneeSearch::Best and by the cost fit's optimum over every size
-    // between the knee and the largest point.
-    // Parsed once (the option checked each), then each checked against the
-    // cases before any is measured.
-    std::vector<std::vector<int64_t>> parsed;
-    parsed.reserve(designs.size());
-    for (const auto& text : designs) parsed.push_back(*ParsePoints(text));
-    for (size_t i = 0; i < designs.size(); ++i) {
-      const auto [lo, hi] = std::minmax_element(parsed[i].begin(), parsed[i].end());
-      std::string ranges;
-      bool held = false;
-      for (const Case& c : cases) {
-        absl::StrAppendFormat(&ranges, "\n  %s mem %.0f out %d: [%d, %d]", c.profile.name,
-                              c.npu_mem, c.max_output, c.space.lo, c.space.hi);
-        held |= *lo >= c.space.lo && *hi <= c.space.hi;
-      }
-      if (!held) {
-        return crest::FailWithMessage(
-            app, absl::StrCat("--fit-limit '", designs[i], "': no case's maxBatchSize range holds ",
-                              *lo, " to ", *hi, "; the cases' ranges:", ranges));
-      }
-    }
-    const double target = 0.985;
-    std::printf(
-        "%d seeds (%d to %d); found/peak median / worst / share of seeds below %.1f%%\n"
-        "| case | points measured | runs | the search's answer | the cost fit's optimum |\n"
-        "|---|---|---|---|---|\n",
-        seeds, first_seed, first_seed + seeds - 1, 100 * target);
-    const crest::controller::KneeSearch knee_search;
-    for (size_t i = 0; i < designs.size(); ++i) {
-      const std::vector<int64_t>& design = parsed[i];
-      const auto [lo, hi] = std::minmax_element(design.begin(), design.end());
-      for (const Case& c : cases) {
-        if (*lo < c.space.lo || *hi > c.space.hi) continue;
-        Bench bench(c);
-        const double peak = bench.Peak().second;
-        std::vector<double> answered, fitted;
-        for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
-          const Outcomes finished =
-              MeasureDesign(bench, c.space, design, static_cast<uint64_t>(seed));
-          auto best = knee_search.Best(c.space, finished);
-          answered.push_back(best ? bench.Truth(best->point) / peak : 0);
-          const auto reading = crest::controller::knee::Read(c.space, finished);
-          auto fit = crest::controller::knee::FitCost(finished, reading);
-          auto at = fit ? crest::controller::knee::ModelOptimum(*fit, reading) : std::nullopt;
-          if (at) fitted.push_back(bench.Truth(*at) / peak);
-        }
-        std::printf("| %s mem %.0f out %d | %s | %zu | %s | %s (%d seeds without a fit) |\n",
-                    c.profile.name.c_str(), c.npu_mem, c.max_output, designs[i].c_str(),
-                    design.size(), ShareSummary(answered, target).c_str(),
-                    ShareSummary(fitted, target).c_str(), seeds - static_cast<int>(fitted.size()));
-      }
-    }
-    return 0;
-  }
-  if (projection) {
-    std::printf(
-        "| case | strategy | places | rounds med/max | hours med/max | vs 1 place (or 4) | "
-        "found/peak med / worst |\n|---|---|---|---|---|---|---|\n");
-    // Per strategy and place count, over every case: the ratio of the
-    // median hours to the base's, and every seed's found/peak.
-    std::map<std::pair<std::string, size_t>, std::vector<double>> ratios, all_shares;
+  return strategies;
+}
+
+// Every --fit-limit list must fit some case's range, checked before anything
+// is measured.
+absl::Status CheckDesigns(const Options& o, const std::vector<std::vector<int64_t>>& parsed,
+                          const std::vector<Case>& cases) {
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const auto [lo, hi] = std::minmax_element(parsed[i].begin(), parsed[i].end());
+    std::string ranges;
+    bool held = false;
     for (const Case& c : cases) {
-      Bench bench(c);
-      const double peak = bench.Peak().second;
-      for (const auto& st : strategies) {
-        if (!st.signal) continue;
-        const SearchSpace space = st.adjust(c.space);
-        std::map<size_t, double> hours_median;
-        for (size_t places : {1, 4, 8, 32}) {
-          std::vector<double> rounds, hours, shares;
-          for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
-            // 8 places are one server's slots; 32, four servers' (one host each).
-            const size_t hosts = places == 8 ? 1 : places == 32 ? 4 : places;
-            Play p = PlayOut(*st.impl, space, bench, static_cast<uint64_t>(seed),
-                             Cluster{places, hosts, {}, true}, true);
-            rounds.push_back(static_cast<double>(p.rounds));
-            hours.push_back(p.seconds / 3600);
-            shares.push_back(p.found > 0 ? bench.Truth(p.found) / peak : 0);
-          }
-          hours_median[places] = Quantile(hours, 0.5);
-          const size_t base = places == 8 ? 1 : places == 32 ? 4 : places;
-          ratios[{st.label, places}].push_back(hours_median[places] / hours_median[base]);
-          auto& pooled = all_shares[{st.label, places}];
-          pooled.insert(pooled.end(), shares.begin(), shares.end());
-          std::printf(
-              "| %s mem %.0f out %d | %s | %zu | %.0f / %.0f | %.3f / %.3f | %.3f | %.2f%% / "
-              "%.2f%% |\n",
-              c.profile.name.c_str(), c.npu_mem, c.max_output, st.label.c_str(), places,
-              Quantile(rounds, 0.5), Quantile(rounds, 1), hours_median[places], Quantile(hours, 1),
-              hours_median[places] / hours_median[base], 100 * Quantile(shares, 0.5),
-              100 * Quantile(shares, 0));
-        }
-      }
+      absl::StrAppendFormat(&ranges, "\n  %s mem %.0f out %d: [%d, %d]", c.profile.name, c.npu_mem,
+                            c.max_output, c.space.lo, c.space.hi);
+      held |= *lo >= c.space.lo && *hi <= c.space.hi;
     }
-    std::printf(
-        "\nover %zu cases x %d seeds: | strategy | places | hours vs 1 place (or 4), median "
-        "/ max over cases | found/peak median / worst |\n|---|---|---|---|\n",
-        cases.size(), seeds);
-    for (const auto& [key, r] : ratios) {
-      const auto& sh = all_shares[key];
-      std::printf("| %s | %zu | %.3f / %.3f | %.2f%% / %.2f%% |\n", key.first.c_str(), key.second,
-                  Quantile(r, 0.5), Quantile(r, 1), 100 * Quantile(sh, 0.5), 100 * Quantile(sh, 0));
+    if (!held) {
+      return absl::InvalidArgumentError(absl::StrCat("--fit-limit '", o.designs[i],
+                                                     "': no case's maxBatchSize range holds ", *lo,
+                                                     " to ", *hi, "; the cases' ranges:", ranges));
     }
-    return 0;
   }
-  std::vector<Row> rows(strategies.size());
-  std::mutex mu;
-  size_t next = 0;
-  auto worker = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (next >= cases.size()) return;
-        i = next++;
-      }
-      const Case& c = cases[i];
-      Bench bench(c);
-      auto [peak_at, peak] = bench.Peak();
-      if (curves) {
-        std::string text;
-        for (int64_t b = std::max(c.space.lo, peak_at * 9 / 10);
-             b <= std::min(c.space.hi, peak_at * 11 / 10); ++b) {
-          text += std::to_string(b) + ":" + std::to_string(static_cast<int>(bench.Truth(b))) + "/" +
-                  std::to_string(bench.At(b).preemptions) + " ";
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        std::printf("%s mem %.0f out %d: %s\n", c.profile.name.c_str(), c.npu_mem, c.max_output,
-                    text.c_str());
-      }
-      std::vector<Row> local(strategies.size());
-      std::string line;
-      for (size_t k = 0; k < strategies.size(); ++k) {
-        const SearchSpace space = strategies[k].adjust(c.space);
-        double worst = 1;
-        for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
-          const auto u = static_cast<uint64_t>(seed);
-          Play p1 = PlayOut(*strategies[k].impl, space, bench, u, 1, strategies[k].signal);
-          Play p2 = PlayOut(*strategies[k].impl, space, bench, u, 2, strategies[k].signal);
-          Play p4 = PlayOut(*strategies[k].impl, space, bench, u, 4, strategies[k].signal);
-          double share1 = p1.found > 0 ? bench.Truth(p1.found) / peak : 0;
-          double share2 = p2.found > 0 ? bench.Truth(p2.found) / peak : 0;
-          double share4 = p4.found > 0 ? bench.Truth(p4.found) / peak : 0;
-          worst = std::min({worst, share1, share2, share4});
-          if (trace) {
-            const Play shown = trace_nodes == 4   ? p4
-                               : trace_nodes == 2 ? p2
-                               : trace_nodes == 1 ? p1
-                                                  : PlayOut(*strategies[k].impl, space, bench, u,
-                                                            trace_nodes, strategies[k].signal);
-            std::lock_guard<std::mutex> lock(mu);
-            std::printf("%s mem %.0f out %d %s seed %d:%s -> %lld (%.2f%%)\n",
-                        c.profile.name.c_str(), c.npu_mem, c.max_output,
-                        strategies[k].label.c_str(), seed, shown.trace.c_str(),
-                        static_cast<long long>(shown.found), 100 * bench.Truth(shown.found) / peak);
-          }
-          local[k].runs1.push_back(static_cast<double>(p1.runs));
-          local[k].rounds1.push_back(static_cast<double>(p1.rounds));
-          local[k].rounds2.push_back(static_cast<double>(p2.rounds));
-          local[k].rounds4.push_back(static_cast<double>(p4.rounds));
-          local[k].share1.push_back(share1);
-          local[k].share2.push_back(share2);
-          local[k].share4.push_back(share4);
-        }
-        char buf[96];
-        std::snprintf(buf, sizeof buf, " %s %.1f%%", strategies[k].label.substr(0, 4).c_str(),
-                      100 * worst);
-        line += buf;
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      if (verbose) {
-        std::printf(
-            "%-16s mem %4.0f out %4d range [%lld, %lld] guess %lld peak %lld (%.0f tok/s) "
-            "worst:%s\n",
-            c.profile.name.c_str(), c.npu_mem, c.max_output, static_cast<long long>(c.space.lo),
-            static_cast<long long>(c.space.hi), static_cast<long long>(c.space.knee_guess),
-            static_cast<long long>(peak_at), peak, line.c_str());
-        std::fflush(stdout);
-      }
-      for (size_t k = 0; k < strategies.size(); ++k) {
-        auto append = [](std::vector<double>& to, const std::vector<double>& from) {
-          to.insert(to.end(), from.begin(), from.end());
-        };
-        append(rows[k].runs1, local[k].runs1);
-        append(rows[k].rounds1, local[k].rounds1);
-        append(rows[k].rounds2, local[k].rounds2);
-        append(rows[k].rounds4, local[k].rounds4);
-        append(rows[k].share1, local[k].share1);
-        append(rows[k].share2, local[k].share2);
-        append(rows[k].share4, local[k].share4);
-      }
+  return absl::OkStatus();
+}
+
+// One case: every strategy over the seeds on 1, 2 and 4 nodes, with
+// --curves, --trace and --verbose's lines printed under `mu`.
+CaseResult PlayCase(const Case& c, const std::vector<Strategy>& strategies, const Options& o,
+                    std::mutex& mu) {
+  Bench bench(c);
+  auto [peak_at, peak] = bench.Peak();
+  if (o.curves) {
+    std::string text;
+    for (int64_t b = std::max(c.space.lo, peak_at * 9 / 10);
+         b <= std::min(c.space.hi, peak_at * 11 / 10); ++b) {
+      text += std::to_string(b) + ":" + std::to_string(static_cast<int>(bench.Truth(b))) + "/" +
+              std::to_string(bench.At(b).preemptions) + " ";
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
-  std::printf(
-      "%zu cases x %d seeds (%d to %d); runs and rounds: median / max; share of the true peak "
-      "(1, 2, 4 nodes): median / worst\n",
-      cases.size(), seeds, first_seed, first_seed + seeds - 1);
-  std::printf(
-      "| strategy | runs, 1 node | rounds, 1 node | rounds, 2 nodes | rounds, 4 nodes | "
-      "found/peak, 1 node | found/peak, 2 nodes | found/peak, 4 nodes |\n"
-      "|---|---|---|---|---|---|---|---|\n");
+    std::lock_guard<std::mutex> lock(mu);
+    std::printf("%s mem %.0f out %d: %s\n", c.profile.name.c_str(), c.npu_mem, c.max_output,
+                text.c_str());
+  }
+  CaseResult result{peak_at, peak, std::vector<Row>(strategies.size())};
+  std::string line;
   for (size_t k = 0; k < strategies.size(); ++k) {
-    const Row& r = rows[k];
-    std::printf(
-        "| %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2f%% / %.2f%% | "
-        "%.2f%% / %.2f%% | %.2f%% / %.2f%% |\n",
-        strategies[k].label.c_str(), Quantile(r.runs1, 0.5), Quantile(r.runs1, 1),
-        Quantile(r.rounds1, 0.5), Quantile(r.rounds1, 1), Quantile(r.rounds2, 0.5),
-        Quantile(r.rounds2, 1), Quantile(r.rounds4, 0.5), Quantile(r.rounds4, 1),
-        100 * Quantile(r.share1, 0.5), 100 * Quantile(r.share1, 0), 100 * Quantile(r.share2, 0.5),
-        100 * Quantile(r.share2, 0), 100 * Quantile(r.share4, 0.5), 100 * Quantile(r.share4, 0));
+    const Strategy& st = strategies[k];
+    const SearchSpace space = st.adjust(c.space);
+    Row& row = result.rows[k];
+    double worst = 1;
+    for (int seed = o.first_seed; seed < o.first_seed + o.seeds; ++seed) {
+      const auto u = static_cast<uint64_t>(seed);
+      Play p1 = PlayOut(*st.impl, space, bench, u, 1, st.signal);
+      Play p2 = PlayOut(*st.impl, space, bench, u, 2, st.signal);
+      Play p4 = PlayOut(*st.impl, space, bench, u, 4, st.signal);
+      double share1 = p1.found > 0 ? bench.Truth(p1.found) / peak : 0;
+      double share2 = p2.found > 0 ? bench.Truth(p2.found) / peak : 0;
+      double share4 = p4.found > 0 ? bench.Truth(p4.found) / peak : 0;
+      worst = std::min({worst, share1, share2, share4});
+      if (o.trace) {
+        const Play shown = o.trace_nodes == 4   ? p4
+                           : o.trace_nodes == 2 ? p2
+                           : o.trace_nodes == 1
+                               ? p1
+                               : PlayOut(*st.impl, space, bench, u, o.trace_nodes, st.signal);
+        std::lock_guard<std::mutex> lock(mu);
+        std::printf("%s mem %.0f out %d %s seed %d:%s -> %lld (%.2f%%)\n", c.profile.name.c_str(),
+                    c.npu_mem, c.max_output, st.label.c_str(), seed, shown.trace.c_str(),
+                    static_cast<long long>(shown.found), 100 * bench.Truth(shown.found) / peak);
+      }
+      row.runs1.push_back(static_cast<double>(p1.runs));
+      row.rounds1.push_back(static_cast<double>(p1.rounds));
+      row.rounds2.push_back(static_cast<double>(p2.rounds));
+      row.rounds4.push_back(static_cast<double>(p4.rounds));
+      row.share1.push_back(share1);
+      row.share2.push_back(share2);
+      row.share4.push_back(share4);
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " %s %.1f%%", st.label.substr(0, 4).c_str(), 100 * worst);
+    line += buf;
   }
-  // The issue's targets for the default strategy (the first row), all at once.
+  if (o.verbose) {
+    std::lock_guard<std::mutex> lock(mu);
+    std::printf(
+        "%-16s mem %4.0f out %4d range [%lld, %lld] guess %lld peak %lld (%.0f tok/s) "
+        "worst:%s\n",
+        c.profile.name.c_str(), c.npu_mem, c.max_output, static_cast<long long>(c.space.lo),
+        static_cast<long long>(c.space.hi), static_cast<long long>(c.space.knee_guess),
+        static_cast<long long>(peak_at), peak, line.c_str());
+    std::fflush(stdout);
+  }
+  return result;
+}
+
+// The table over every case, with the targets for the default strategy
+// (the first row) under it.
+Section OverallSection(const std::vector<Row>& rows, const std::vector<Strategy>& strategies,
+                       size_t cases, const Options& o) {
+  Section overall{"The strategies over every case",
+                  absl::StrFormat("%zu cases x %d seeds (%d to %d); runs and rounds: median / "
+                                  "max; share of the true peak (1, 2, 4 nodes): median / worst",
+                                  cases, o.seeds, o.first_seed, o.first_seed + o.seeds - 1),
+                  kRowHeader};
+  for (size_t k = 0; k < strategies.size(); ++k) {
+    overall.rows.push_back(RowCells(strategies[k].label, rows[k]));
+  }
   const Row& d = rows[0];
   struct Target {
     std::string what;
@@ -717,10 +723,296 @@ int main(int argc, char** argv) {
   };
   bool all = true;
   for (const auto& t : targets) {
-    std::printf("target for %s: %s: %s%s\n", strategies[0].label.c_str(), t.what.c_str(),
-                t.met ? "met" : "NOT MET", t.detail.c_str());
+    overall.after.push_back(absl::StrCat("target for ", strategies[0].label, ": ", t.what, ": ",
+                                         t.met ? "met" : "NOT MET", t.detail));
     all &= t.met;
   }
-  std::printf("targets: %s\n", all ? "all met" : "NOT all met");
+  overall.after.push_back(absl::StrCat("targets: ", all ? "all met" : "NOT all met"));
+  return overall;
+}
+
+// The strategies' table (cases played `threads` at once), then, for
+// --markdown only (stdout has --verbose's lines), each case's range and peak
+// and its row per strategy.
+std::vector<Section> TableSections(const std::vector<Case>& cases,
+                                   const std::vector<Strategy>& strategies, const Options& o) {
+  std::vector<CaseResult> results(cases.size());
+  std::mutex mu;
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next >= cases.size()) return;
+        i = next++;
+      }
+      CaseResult r = PlayCase(cases[i], strategies, o, mu);
+      std::lock_guard<std::mutex> lock(mu);
+      results[i] = std::move(r);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(1, o.threads); ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  std::vector<Row> rows(strategies.size());
+  for (const CaseResult& r : results) {
+    for (size_t k = 0; k < strategies.size(); ++k) Append(rows[k], r.rows[k]);
+  }
+  Section shape{"The cases",
+                "The auto range as the controller derives it, the knee guess the default starts "
+                "from, and the noise-free curve's peak",
+                {"case", "range", "knee guess", "true peak", "true peak, tok/s"}};
+  Section per_case{"Per case and strategy",
+                   absl::StrFormat("%d seeds (%d to %d) per case; columns as above", o.seeds,
+                                   o.first_seed, o.first_seed + o.seeds - 1),
+                   kRowHeader};
+  per_case.header.insert(per_case.header.begin(), "case");
+  shape.printed = per_case.printed = false;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    shape.rows.push_back({CaseName(c), absl::StrCat("[", c.space.lo, ", ", c.space.hi, "]"),
+                          absl::StrCat(c.space.knee_guess), absl::StrCat(results[i].peak_at),
+                          absl::StrFormat("%.0f", results[i].peak)});
+    for (size_t k = 0; k < strategies.size(); ++k) {
+      auto cells = RowCells(strategies[k].label, results[i].rows[k]);
+      cells.insert(cells.begin(), CaseName(c));
+      per_case.rows.push_back(std::move(cells));
+    }
+  }
+  return {OverallSection(rows, strategies, cases.size(), o), std::move(shape), std::move(per_case)};
+}
+
+// --slots-projection: each case's campaign wall-clock with 1, 4, 8 and 32
+// places, then per strategy and place count over the cases.
+std::vector<Section> ProjectionSections(const std::vector<Case>& cases,
+                                        const std::vector<Strategy>& strategies, const Options& o) {
+  Section each{"Slots: campaign wall-clock per case",
+               "Projected at time scale 1: the npuBlockNum probe's daemon start, then per round "
+               "one start and the round's longest benchmark; vs: median hours against 1 place "
+               "(for 8) or 4 places (for 32)",
+               {"case", "strategy", "places", "rounds med/max", "hours med/max",
+                "vs 1 place (or 4)", "found/peak med / worst"}};
+  // Per strategy and place count, over every case: the ratio of the
+  // median hours to the base's, and every seed's found/peak.
+  std::map<std::pair<std::string, size_t>, std::vector<double>> ratios, all_shares;
+  for (const Case& c : cases) {
+    Bench bench(c);
+    const double peak = bench.Peak().second;
+    for (const auto& st : strategies) {
+      if (!st.signal) continue;
+      const SearchSpace space = st.adjust(c.space);
+      std::map<size_t, double> hours_median;
+      for (size_t places : {1, 4, 8, 32}) {
+        std::vector<double> rounds, hours, shares;
+        for (int seed = o.first_seed; seed < o.first_seed + o.seeds; ++seed) {
+          // 8 places are one server's slots; 32, four servers' (one host each).
+          const size_t hosts = places == 8 ? 1 : places == 32 ? 4 : places;
+          Play p = PlayOut(*st.impl, space, bench, static_cast<uint64_t>(seed),
+                           Cluster{places, hosts, {}, true}, true);
+          rounds.push_back(static_cast<double>(p.rounds));
+          hours.push_back(p.seconds / 3600);
+          shares.push_back(p.found > 0 ? bench.Truth(p.found) / peak : 0);
+        }
+        hours_median[places] = Quantile(hours, 0.5);
+        const size_t base = places == 8 ? 1 : places == 32 ? 4 : places;
+        ratios[{st.label, places}].push_back(hours_median[places] / hours_median[base]);
+        auto& pooled = all_shares[{st.label, places}];
+        pooled.insert(pooled.end(), shares.begin(), shares.end());
+        each.rows.push_back(
+            {CaseName(c), st.label, absl::StrCat(places), MedianMax(rounds),
+             absl::StrFormat("%.3f / %.3f", hours_median[places], Quantile(hours, 1)),
+             absl::StrFormat("%.3f", hours_median[places] / hours_median[base]),
+             MedianWorst(shares)});
+      }
+    }
+  }
+  Section summary{"Slots: over the cases",
+                  absl::StrFormat("over %zu cases x %d seeds: hours against 1 place (or 4), "
+                                  "each case's median against its own base, median / max over "
+                                  "the cases; found/peak over every seed of every case",
+                                  cases.size(), o.seeds),
+                  {"strategy", "places", "hours vs 1 place (or 4), median / max over cases",
+                   "found/peak median / worst"}};
+  for (const auto& [key, r] : ratios) {
+    summary.rows.push_back({key.first, absl::StrCat(key.second),
+                            absl::StrFormat("%.3f / %.3f", Quantile(r, 0.5), Quantile(r, 1)),
+                            MedianWorst(all_shares[key])});
+  }
+  return {std::move(each), std::move(summary)};
+}
+
+// --node-spread S: the knee search on 2 and 4 nodes whose speeds spread over
+// 1 -+ S/2, points compared within a node first and on raw figures.
+Section NodeSpreadSection(const std::vector<Case>& cases, const std::vector<Strategy>& strategies,
+                          const Options& o, double node_spread) {
+  Section spread{
+      absl::StrFormat("Nodes that differ: speeds %.3f to %.3f", 1 - node_spread / 2,
+                      1 + node_spread / 2),
+      absl::StrFormat("nodes whose speeds spread over %.3f to %.3f, %zu cases x %d seeds (%d to "
+                      "%d)",
+                      1 - node_spread / 2, 1 + node_spread / 2, cases.size(), o.seeds, o.first_seed,
+                      o.first_seed + o.seeds - 1),
+      {"strategy", "nodes", "found/peak, within a node first: median / worst",
+       "raw figures: median / worst", "runs median / max (first / raw)"}};
+  for (const auto& st : strategies) {
+    if (st.label.rfind("knee", 0) != 0) continue;
+    for (size_t nodes : {2, 4}) {
+      std::vector<double> adjusted, raw, runs_adjusted, runs_raw;
+      for (const Case& c : cases) {
+        Bench bench(c);
+        const double peak = bench.Peak().second;
+        const SearchSpace space = st.adjust(c.space);
+        for (int seed = o.first_seed; seed < o.first_seed + o.seeds; ++seed) {
+          // Which node is the fast one changes with the seed.
+          Cluster cluster{nodes, nodes, {}, true};
+          for (size_t h = 0; h < nodes; ++h) {
+            const size_t rank = (h + static_cast<size_t>(seed)) % nodes;
+            cluster.speed.push_back(1 - node_spread / 2 +
+                                    node_spread * static_cast<double>(rank) /
+                                        static_cast<double>(nodes - 1));
+          }
+          const auto u = static_cast<uint64_t>(seed);
+          Play a = PlayOut(*st.impl, space, bench, u, cluster, st.signal);
+          cluster.adjust = false;
+          Play r = PlayOut(*st.impl, space, bench, u, cluster, st.signal);
+          adjusted.push_back(a.found > 0 ? bench.Truth(a.found) / peak : 0);
+          if (o.trace && adjusted.back() < 0.97) {
+            std::printf(
+                "%s mem %.0f out %d seed %d nodes %zu:%s -> %lld (%.2f%%); raw:%s -> %lld\n",
+                c.profile.name.c_str(), c.npu_mem, c.max_output, seed, nodes, a.trace.c_str(),
+                static_cast<long long>(a.found), 100 * adjusted.back(), r.trace.c_str(),
+                static_cast<long long>(r.found));
+          }
+          raw.push_back(r.found > 0 ? bench.Truth(r.found) / peak : 0);
+          runs_adjusted.push_back(static_cast<double>(a.runs));
+          runs_raw.push_back(static_cast<double>(r.runs));
+        }
+      }
+      spread.rows.push_back(
+          {st.label, absl::StrCat(nodes), MedianWorst(adjusted), MedianWorst(raw),
+           absl::StrCat(MedianMax(runs_adjusted), " (", MedianMax(runs_raw), ")")});
+    }
+  }
+  return spread;
+}
+
+// --fit-limit: is it the points measured or the answer made of them? Each
+// design's runs over the seeds, answered by KneeSearch::Best and by the cost
+// fit's optimum over every size between the knee and the largest point.
+Section FitLimitSection(const std::vector<Case>& cases, const Options& o,
+                        const std::vector<std::vector<int64_t>>& parsed) {
+  const double target = 0.985;
+  Section fit{"Fixed points: the answer rule against the cost fit",
+              absl::StrFormat("%d seeds (%d to %d); found/peak median / worst / share of seeds "
+                              "below %.1f%%",
+                              o.seeds, o.first_seed, o.first_seed + o.seeds - 1, 100 * target),
+              {"case", "points measured", "runs", "the search's answer", "the cost fit's optimum"}};
+  const crest::controller::KneeSearch knee_search;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const std::vector<int64_t>& design = parsed[i];
+    const auto [lo, hi] = std::minmax_element(design.begin(), design.end());
+    for (const Case& c : cases) {
+      if (*lo < c.space.lo || *hi > c.space.hi) continue;
+      Bench bench(c);
+      const double peak = bench.Peak().second;
+      std::vector<double> answered, fitted;
+      for (int seed = o.first_seed; seed < o.first_seed + o.seeds; ++seed) {
+        const Outcomes finished =
+            MeasureDesign(bench, c.space, design, static_cast<uint64_t>(seed));
+        auto best = knee_search.Best(c.space, finished);
+        answered.push_back(best ? bench.Truth(best->point) / peak : 0);
+        const auto reading = crest::controller::knee::Read(c.space, finished);
+        auto fitted_model = crest::controller::knee::FitCost(finished, reading);
+        auto at = fitted_model ? crest::controller::knee::ModelOptimum(*fitted_model, reading)
+                               : std::nullopt;
+        if (at) fitted.push_back(bench.Truth(*at) / peak);
+      }
+      fit.rows.push_back(
+          {CaseName(c), o.designs[i], absl::StrCat(design.size()), ShareSummary(answered, target),
+           absl::StrFormat("%s (%d seeds without a fit)", ShareSummary(fitted, target),
+                           o.seeds - static_cast<int>(fitted.size()))});
+    }
+  }
+  return fit;
+}
+
+// The --markdown file, written whole through a temporary file so that a run
+// that fails leaves the old one in place.
+absl::Status WriteMarkdown(const std::string& path, const std::string& head,
+                           const std::vector<Section>& sections) {
+  std::string text = head;
+  for (const Section& s : sections) text += Markdown(s);
+  text.pop_back();  // one newline at the end, not two
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return absl::InternalError(absl::StrCat("--markdown: writing ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("--markdown: ", tmp, " -> ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  CLI::App app("search-bench: the search strategies against mindie-sim in virtual time",
+               "search-bench");
+  Options o;
+  AddOptions(app, o);
+  if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
+  // A spread of 0 is alike nodes: the table's own plays.
+  o.node_spreads.erase(std::remove(o.node_spreads.begin(), o.node_spreads.end(), 0.0),
+                       o.node_spreads.end());
+  o.table = o.table || (!o.projection && o.node_spreads.empty() && o.designs.empty());
+  // Checked before minutes of measuring; written once all is measured.
+  if (!o.markdown.empty()) {
+    const std::string tmp = o.markdown + ".tmp";
+    const bool writable = static_cast<bool>(std::ofstream(tmp));
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    if (!writable) return crest::FailWithMessage(app, "--markdown: cannot write " + tmp);
+  }
+  auto share = crest::ShareDir();
+  if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
+  auto cases = LoadCases(*share, o);
+  if (!cases.ok()) return crest::FailWithMessage(app, cases.status().ToString());
+  // --fit-limit's lists parsed once (the option checked each).
+  std::vector<std::vector<int64_t>> parsed;
+  for (const auto& text : o.designs) parsed.push_back(*ParsePoints(text));
+  if (auto st = CheckDesigns(o, parsed, *cases); !st.ok()) {
+    return crest::FailWithMessage(app, std::string(st.message()));
+  }
+  const std::vector<Strategy> strategies = Strategies();
+  std::vector<Section> sections;  // in the order printed, then written
+  bool printed = false;
+  auto emit = [&](std::vector<Section> more) {
+    for (Section& s : more) {
+      if (s.printed) {
+        if (printed) std::printf("\n");  // a blank line between sections
+        printed = true;
+        Print(s);
+      }
+      sections.push_back(std::move(s));
+    }
+  };
+  if (o.table) emit(TableSections(*cases, strategies, o));
+  if (o.projection) emit(ProjectionSections(*cases, strategies, o));
+  for (const double spread : o.node_spreads) {
+    emit({NodeSpreadSection(*cases, strategies, o, spread)});
+  }
+  if (!parsed.empty()) emit({FitLimitSection(*cases, o, parsed)});
+  if (!o.markdown.empty()) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto st = WriteMarkdown(o.markdown, MarkdownHead(argc, argv, seconds), sections);
+    if (!st.ok()) return crest::FailWithMessage(app, std::string(st.message()));
+  }
   return 0;
 }
