@@ -51,137 +51,162 @@ absl::Status Get(const YAML::Node& parent, const char* key, const std::string& w
   return absl::OkStatus();
 }
 
+// The binary and config.json relative to the install dir (by default the
+// binary's), the log relative to the state dir.
+absl::Status ResolveDaemonPaths(const std::string& state_dir, const std::string& exe_dir,
+                                AgentConfig* config) {
+  if (config->binary.empty()) {
+    return absl::InvalidArgumentError("daemon.binary: required when a daemon section is given");
+  }
+  if (config->install_dir.empty()) {
+    config->install_dir =
+        std::filesystem::path(Resolve(exe_dir, config->binary)).parent_path().string();
+  }
+  if (config->install_dir[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("daemon.install_dir: \"", config->install_dir, "\" must be absolute"));
+  }
+  config->binary = Resolve(config->install_dir, config->binary);
+  if (config->config_json.empty()) {
+    if (const char* env = std::getenv("MIES_CONFIG_JSON_PATH"); env != nullptr && *env) {
+      config->config_json = env;
+    } else {
+      config->config_json = "conf/config.json";
+    }
+  }
+  config->config_json = Resolve(config->install_dir, config->config_json);
+  config->log_file = Resolve(state_dir, config->log_file);
+  return absl::OkStatus();
+}
+
+// A "daemon" section: the real daemon (or another binary) instead of the
+// built-in mindie-sim; relative paths resolved, durations and log sizes checked.
+absl::Status ParseDaemonSection(const YAML::Node& d, const std::string& state_dir,
+                                const std::string& exe_dir, AgentConfig* config) {
+  CREST_RETURN_IF_ERROR(
+      CheckKeys(d, "daemon",
+                {"binary", "args", "install_dir", "config_json", "env", "start_timeout_s",
+                 "stop_grace_s", "log_file", "log_max_bytes", "log_files", "ca_file", "backend"}));
+  config->use_builtin_sim = false;
+  config->backend = "mindie";
+  CREST_RETURN_IF_ERROR(Get(d, "backend", "daemon", &config->backend));
+  CREST_RETURN_IF_ERROR(Get(d, "install_dir", "daemon", &config->install_dir));
+  CREST_RETURN_IF_ERROR(Get(d, "binary", "daemon", &config->binary));
+  CREST_RETURN_IF_ERROR(Get(d, "args", "daemon", &config->args));
+  CREST_RETURN_IF_ERROR(Get(d, "config_json", "daemon", &config->config_json));
+  CREST_RETURN_IF_ERROR(Get(d, "env", "daemon", &config->env));
+  double start_s = absl::ToDoubleSeconds(config->start_timeout);
+  double grace_s = absl::ToDoubleSeconds(config->stop_grace);
+  CREST_RETURN_IF_ERROR(Get(d, "start_timeout_s", "daemon", &start_s));
+  CREST_RETURN_IF_ERROR(Get(d, "stop_grace_s", "daemon", &grace_s));
+  CREST_RETURN_IF_ERROR(Get(d, "log_file", "daemon", &config->log_file));
+  CREST_RETURN_IF_ERROR(Get(d, "log_max_bytes", "daemon", &config->log_max_bytes));
+  CREST_RETURN_IF_ERROR(Get(d, "log_files", "daemon", &config->log_files));
+  CREST_RETURN_IF_ERROR(Get(d, "ca_file", "daemon", &config->ca_file));
+  CREST_RETURN_IF_ERROR(ResolveDaemonPaths(state_dir, exe_dir, config));
+  if (!(start_s > 0) || start_s > 24 * 3600) {
+    return absl::InvalidArgumentError("daemon.start_timeout_s: expected (0, 86400] seconds");
+  }
+  if (grace_s < 0 || grace_s > 3600) {
+    return absl::InvalidArgumentError("daemon.stop_grace_s: expected [0, 3600] seconds");
+  }
+  config->start_timeout = absl::Seconds(start_s);
+  config->stop_grace = absl::Seconds(grace_s);
+  if (config->log_files < 1 || config->log_files > 100) {
+    return absl::InvalidArgumentError("daemon.log_files: expected [1, 100]");
+  }
+  if (config->log_max_bytes < 4096) {
+    return absl::InvalidArgumentError("daemon.log_max_bytes: expected at least 4096");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSimSection(const YAML::Node& s, SimOptions* sim) {
+  CREST_RETURN_IF_ERROR(CheckKeys(s, "sim",
+                                  {"port", "management_port", "metrics_port", "model", "profile",
+                                   "time_scale", "seed", "args"}));
+  CREST_RETURN_IF_ERROR(Get(s, "port", "sim", &sim->port));
+  CREST_RETURN_IF_ERROR(Get(s, "management_port", "sim", &sim->management_port));
+  CREST_RETURN_IF_ERROR(Get(s, "metrics_port", "sim", &sim->metrics_port));
+  CREST_RETURN_IF_ERROR(Get(s, "model", "sim", &sim->model));
+  CREST_RETURN_IF_ERROR(Get(s, "profile", "sim", &sim->profile));
+  CREST_RETURN_IF_ERROR(Get(s, "time_scale", "sim", &sim->time_scale));
+  CREST_RETURN_IF_ERROR(Get(s, "args", "sim", &sim->args));
+  if (s["seed"]) {
+    uint64_t seed = 0;
+    CREST_RETURN_IF_ERROR(Get(s, "seed", "sim", &seed));
+    sim->seed = seed;
+  }
+  // The same ports mindie-sim accepts in its config.json, which the agent writes.
+  for (auto [key, p] :
+       {std::pair{"port", sim->port}, std::pair{"management_port", sim->management_port},
+        std::pair{"metrics_port", sim->metrics_port}}) {
+    if (!mindie::IsSimPort(p)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim.", key, ": ", p, " is out of range, expected ", mindie::SimPortRange()));
+    }
+  }
+  if (sim->time_scale < 0) return absl::InvalidArgumentError("sim.time_scale: expected >= 0");
+  return absl::OkStatus();
+}
+
+// The built-in mindie-sim beside the agent, its install dir in the state dir.
+void UseBuiltinSim(const std::string& state_dir, const std::string& exe_dir, AgentConfig* config) {
+  config->binary = exe_dir + "/mindie-sim";
+  config->install_dir = state_dir + "/sim";
+  config->config_json = config->install_dir + "/conf/config.json";
+  config->args = {"--config", config->config_json};
+  const SimOptions& sim = config->sim;
+  if (!sim.profile.empty()) {
+    config->args.insert(config->args.end(), {"--profile", sim.profile});
+  }
+  if (sim.time_scale > 0) {
+    config->args.insert(config->args.end(), {"--time-scale", absl::StrCat(sim.time_scale)});
+  }
+  if (sim.seed) config->args.insert(config->args.end(), {"--seed", absl::StrCat(*sim.seed)});
+  config->args.insert(config->args.end(), sim.args.begin(), sim.args.end());
+  config->start_timeout = absl::Seconds(120);
+  config->stop_grace = absl::Seconds(10);
+}
+
+// "limits": narrower ranges than MindIE's for the agent to accept.
+absl::Status ParseLimits(const YAML::Node& l, std::vector<ParamLimit>* limits) {
+  std::set<std::string> keys;
+  for (const ParamLimit& p : *limits) keys.insert(p.key);
+  CREST_RETURN_IF_ERROR(CheckKeys(l, "limits", keys));
+  for (ParamLimit& p : *limits) {
+    YAML::Node n = l[p.key];
+    if (!n) continue;
+    std::string where = "limits." + p.key;
+    if (p.is_bool) return absl::InvalidArgumentError(where + ": a boolean has no range");
+    CREST_RETURN_IF_ERROR(CheckKeys(n, where, {"min", "max"}));
+    int64_t lo = p.min;
+    int64_t hi = p.max;
+    CREST_RETURN_IF_ERROR(Get(n, "min", where, &lo));
+    CREST_RETURN_IF_ERROR(Get(n, "max", where, &hi));
+    if (lo < p.min || hi > p.max || lo > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": [", lo, ", ", hi,
+                                                     "] must lie within [", p.min, ", ", p.max,
+                                                     "] and min <= max"));
+    }
+    p.min = lo;
+    p.max = hi;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
                         const std::string& exe_dir, AgentConfig* config) {
   CREST_RETURN_IF_ERROR(CheckKeys(
       root, "", {"daemon", "sim", "limits", "labels", "daemon_metrics_period_s", "slots"}));
   config->log_file = state_dir + "/daemon.log";
   if (YAML::Node d = root["daemon"]) {
-    CREST_RETURN_IF_ERROR(CheckKeys(
-        d, "daemon",
-        {"binary", "args", "install_dir", "config_json", "env", "start_timeout_s", "stop_grace_s",
-         "log_file", "log_max_bytes", "log_files", "ca_file", "backend"}));
-    config->use_builtin_sim = false;
-    config->backend = "mindie";
-    CREST_RETURN_IF_ERROR(Get(d, "backend", "daemon", &config->backend));
-    CREST_RETURN_IF_ERROR(Get(d, "install_dir", "daemon", &config->install_dir));
-    CREST_RETURN_IF_ERROR(Get(d, "binary", "daemon", &config->binary));
-    CREST_RETURN_IF_ERROR(Get(d, "args", "daemon", &config->args));
-    CREST_RETURN_IF_ERROR(Get(d, "config_json", "daemon", &config->config_json));
-    CREST_RETURN_IF_ERROR(Get(d, "env", "daemon", &config->env));
-    double start_s = absl::ToDoubleSeconds(config->start_timeout);
-    double grace_s = absl::ToDoubleSeconds(config->stop_grace);
-    CREST_RETURN_IF_ERROR(Get(d, "start_timeout_s", "daemon", &start_s));
-    CREST_RETURN_IF_ERROR(Get(d, "stop_grace_s", "daemon", &grace_s));
-    CREST_RETURN_IF_ERROR(Get(d, "log_file", "daemon", &config->log_file));
-    CREST_RETURN_IF_ERROR(Get(d, "log_max_bytes", "daemon", &config->log_max_bytes));
-    CREST_RETURN_IF_ERROR(Get(d, "log_files", "daemon", &config->log_files));
-    CREST_RETURN_IF_ERROR(Get(d, "ca_file", "daemon", &config->ca_file));
-    if (config->binary.empty()) {
-      return absl::InvalidArgumentError("daemon.binary: required when a daemon section is given");
-    }
-    if (config->install_dir.empty()) {
-      config->install_dir =
-          std::filesystem::path(Resolve(exe_dir, config->binary)).parent_path().string();
-    }
-    if (config->install_dir[0] != '/') {
-      return absl::InvalidArgumentError(
-          absl::StrCat("daemon.install_dir: \"", config->install_dir, "\" must be absolute"));
-    }
-    config->binary = Resolve(config->install_dir, config->binary);
-    if (config->config_json.empty()) {
-      if (const char* env = std::getenv("MIES_CONFIG_JSON_PATH"); env != nullptr && *env) {
-        config->config_json = env;
-      } else {
-        config->config_json = "conf/config.json";
-      }
-    }
-    config->config_json = Resolve(config->install_dir, config->config_json);
-    config->log_file = Resolve(state_dir, config->log_file);
-    if (!(start_s > 0) || start_s > 24 * 3600) {
-      return absl::InvalidArgumentError("daemon.start_timeout_s: expected (0, 86400] seconds");
-    }
-    if (grace_s < 0 || grace_s > 3600) {
-      return absl::InvalidArgumentError("daemon.stop_grace_s: expected [0, 3600] seconds");
-    }
-    config->start_timeout = absl::Seconds(start_s);
-    config->stop_grace = absl::Seconds(grace_s);
-    if (config->log_files < 1 || config->log_files > 100) {
-      return absl::InvalidArgumentError("daemon.log_files: expected [1, 100]");
-    }
-    if (config->log_max_bytes < 4096) {
-      return absl::InvalidArgumentError("daemon.log_max_bytes: expected at least 4096");
-    }
+    CREST_RETURN_IF_ERROR(ParseDaemonSection(d, state_dir, exe_dir, config));
   }
-  if (YAML::Node s = root["sim"]) {
-    CREST_RETURN_IF_ERROR(CheckKeys(s, "sim",
-                                    {"port", "management_port", "metrics_port", "model", "profile",
-                                     "time_scale", "seed", "args"}));
-    SimOptions& sim = config->sim;
-    CREST_RETURN_IF_ERROR(Get(s, "port", "sim", &sim.port));
-    CREST_RETURN_IF_ERROR(Get(s, "management_port", "sim", &sim.management_port));
-    CREST_RETURN_IF_ERROR(Get(s, "metrics_port", "sim", &sim.metrics_port));
-    CREST_RETURN_IF_ERROR(Get(s, "model", "sim", &sim.model));
-    CREST_RETURN_IF_ERROR(Get(s, "profile", "sim", &sim.profile));
-    CREST_RETURN_IF_ERROR(Get(s, "time_scale", "sim", &sim.time_scale));
-    CREST_RETURN_IF_ERROR(Get(s, "args", "sim", &sim.args));
-    if (s["seed"]) {
-      uint64_t seed = 0;
-      CREST_RETURN_IF_ERROR(Get(s, "seed", "sim", &seed));
-      sim.seed = seed;
-    }
-    // The same ports mindie-sim accepts in its config.json, which the agent writes.
-    for (auto [key, p] :
-         {std::pair{"port", sim.port}, std::pair{"management_port", sim.management_port},
-          std::pair{"metrics_port", sim.metrics_port}}) {
-      if (!mindie::IsSimPort(p)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sim.", key, ": ", p, " is out of range, expected ", mindie::SimPortRange()));
-      }
-    }
-    if (sim.time_scale < 0) return absl::InvalidArgumentError("sim.time_scale: expected >= 0");
-  }
-  if (config->use_builtin_sim) {
-    config->binary = exe_dir + "/mindie-sim";
-    config->install_dir = state_dir + "/sim";
-    config->config_json = config->install_dir + "/conf/config.json";
-    config->args = {"--config", config->config_json};
-    const SimOptions& sim = config->sim;
-    if (!sim.profile.empty()) {
-      config->args.insert(config->args.end(), {"--profile", sim.profile});
-    }
-    if (sim.time_scale > 0) {
-      config->args.insert(config->args.end(), {"--time-scale", absl::StrCat(sim.time_scale)});
-    }
-    if (sim.seed) config->args.insert(config->args.end(), {"--seed", absl::StrCat(*sim.seed)});
-    config->args.insert(config->args.end(), sim.args.begin(), sim.args.end());
-    config->start_timeout = absl::Seconds(120);
-    config->stop_grace = absl::Seconds(10);
-  }
+  if (YAML::Node s = root["sim"]) CREST_RETURN_IF_ERROR(ParseSimSection(s, &config->sim));
+  if (config->use_builtin_sim) UseBuiltinSim(state_dir, exe_dir, config);
   config->limits = DefaultParamLimits();
-  if (YAML::Node l = root["limits"]) {
-    std::set<std::string> keys;
-    for (const ParamLimit& p : config->limits) keys.insert(p.key);
-    CREST_RETURN_IF_ERROR(CheckKeys(l, "limits", keys));
-    for (ParamLimit& p : config->limits) {
-      YAML::Node n = l[p.key];
-      if (!n) continue;
-      std::string where = "limits." + p.key;
-      if (p.is_bool) return absl::InvalidArgumentError(where + ": a boolean has no range");
-      CREST_RETURN_IF_ERROR(CheckKeys(n, where, {"min", "max"}));
-      int64_t lo = p.min;
-      int64_t hi = p.max;
-      CREST_RETURN_IF_ERROR(Get(n, "min", where, &lo));
-      CREST_RETURN_IF_ERROR(Get(n, "max", where, &hi));
-      if (lo < p.min || hi > p.max || lo > hi) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": [", lo, ", ", hi,
-                                                       "] must lie within [", p.min, ", ", p.max,
-                                                       "] and min <= max"));
-      }
-      p.min = lo;
-      p.max = hi;
-    }
-  }
+  if (YAML::Node l = root["limits"]) CREST_RETURN_IF_ERROR(ParseLimits(l, &config->limits));
   CREST_RETURN_IF_ERROR(Get(root, "labels", "", &config->labels));
   double period_s = absl::ToDoubleSeconds(config->daemon_metrics_period);
   CREST_RETURN_IF_ERROR(Get(root, "daemon_metrics_period_s", "", &period_s));

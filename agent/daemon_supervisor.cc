@@ -34,6 +34,9 @@ using google::protobuf::util::TimeUtil;
 using supervisor::kPollStep;
 using supervisor::kReapWait;
 
+// Why a start ends when its caller cancels it or a Stop aborts it.
+constexpr char kStartCancelled[] = "start cancelled (the daemon was stopped)";
+
 google::protobuf::Timestamp ToProto(absl::Time t) {
   return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
 }
@@ -131,42 +134,64 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     ~Unlock() { mu->Unlock(); }
   } unlock{&op_mu_};
   abort_start_ = false;
+  CREST_RETURN_IF_ERROR(StopPrevious(params.replace_running));
 
-  {
-    std::shared_ptr<Run> previous;
-    {
-      absl::MutexLock lock(&mu_);
-      previous = run_;
-    }
-    if (previous) {
-      bool running = false;
-      {
-        absl::MutexLock lock(&mu_);
-        running = !previous->done;
-      }
-      if (running && !params.replace_running) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "a daemon is running (pid ", previous->pid, "); stop it first or set replace_running"));
-      }
-      StopLocked(config_.stop_grace);
-    }
-  }
-
-  // config.json: the original plus this start's overrides, and its view.
-  absl::StatusOr<MindieConfig> config_json =
-      params.config_json ? absl::StatusOr<MindieConfig>(*params.config_json) : config_json_.Load();
-  absl::Status written = config_json.ok() ? config_json_.Write(*config_json) : config_json.status();
-  if (!written.ok()) return Annotate(written, "writing config.json");
+  absl::StatusOr<MindieConfig> config_json = WriteConfigJson(params);
+  if (!config_json.ok()) return Annotate(config_json.status(), "writing config.json");
   const MindieConfigView& view = config_json->view();
-
   absl::Duration timeout = config_.start_timeout;
   if (params.start_timeout && *params.start_timeout < timeout) timeout = *params.start_timeout;
 
+  const SpawnOptions options = DaemonSpawnOptions(params.cpus);
+  std::shared_ptr<Run> run = SpawnDaemon(options, params, sink);
+  if (run == nullptr) return absl::OkStatus();  // FAILED, sent to `sink`
+  PublishStarting(run, view, sink);
+
+  const StartWait wait{run, run->started + timeout, absl::FormatDuration(timeout), cancel};
+  std::optional<StartFailure> failure = AwaitStartSuccess(wait, sink);
+  if (!failure) failure = AwaitHealthReady(wait, view.ManagementUrl() + "/v2/health/ready");
+  if (failure) {
+    FailStart(run, *failure, sink);
+    return absl::OkStatus();
+  }
+  PublishReady(*run, view, sink);
+  return absl::OkStatus();
+}
+
+absl::Status DaemonSupervisor::StopPrevious(bool replace_running) {
+  std::shared_ptr<Run> previous;
+  {
+    absl::MutexLock lock(&mu_);
+    previous = run_;
+  }
+  if (!previous) return absl::OkStatus();
+  bool running = false;
+  {
+    absl::MutexLock lock(&mu_);
+    running = !previous->done;
+  }
+  if (running && !replace_running) {
+    return absl::FailedPreconditionError(absl::StrCat("a daemon is running (pid ", previous->pid,
+                                                      "); stop it first or set replace_running"));
+  }
+  StopLocked(config_.stop_grace);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MindieConfig> DaemonSupervisor::WriteConfigJson(const StartParams& params) {
+  absl::StatusOr<MindieConfig> config_json =
+      params.config_json ? absl::StatusOr<MindieConfig>(*params.config_json) : config_json_.Load();
+  if (!config_json.ok()) return config_json.status();
+  CREST_RETURN_IF_ERROR(config_json_.Write(*config_json));
+  return config_json;
+}
+
+SpawnOptions DaemonSupervisor::DaemonSpawnOptions(const std::vector<uint32_t>& cpus) {
   SpawnOptions options;
   options.argv.push_back(config_.binary);
   options.argv.insert(options.argv.end(), config_.args.begin(), config_.args.end());
   options.cwd = config_.install_dir;
-  options.cpus = params.cpus;
+  options.cpus = cpus;
   // The real daemon logs to files unless told otherwise: the agent needs the
   // success and k_caches lines on its captured stdout (mindie-facts.md). It
   // serves /metrics only in monitor mode; the agent reads them in every run.
@@ -175,26 +200,6 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
       {"MIES_SERVICE_MONITOR_MODE", "1"},         {"MINDIE_LOG_TO_STDOUT", "1"},
       {"MINDIE_LLM_PYTHON_LOG_TO_STDOUT", "1"},   {"MINDIE_LLM_PYTHON_LOG_LEVEL", "INFO"}};
   for (const auto& [k, v] : config_.env) options.env[k] = v;
-
-  auto fail_before_spawn = [&](crest::v1::DaemonFailure kind, const std::string& reason) {
-    crest::v1::DaemonEvent e = NewEvent();
-    crest::v1::DaemonFailed* f = e.mutable_failed();
-    f->set_kind(kind);
-    f->set_reason(reason);
-    f->set_exit_code(-1);
-    {
-      absl::MutexLock lock(&mu_);
-      SetState(crest::v1::DAEMON_FAILED);
-      last_failure_ = *f;
-      effective_.clear();
-    }
-    absl::Status restored = config_json_.Restore();
-    if (!restored.ok()) spdlog::error("restoring config.json: {}", std::string(restored.message()));
-    spdlog::error("daemon start failed: {}", reason);
-    sink(e);
-    Notify();
-  };
-
   // Recorded while the child waits before exec: an agent killed at any point
   // leaves either no daemon or a recorded one (which the kernel also kills).
   options.parent_death_signal = SIGKILL;
@@ -205,14 +210,20 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     }
     return WritePidRecord(pid);
   };
+  return options;
+}
+
+std::shared_ptr<DaemonSupervisor::Run> DaemonSupervisor::SpawnDaemon(const SpawnOptions& options,
+                                                                     const StartParams& params,
+                                                                     const EventSink& sink) {
   auto process = spawner_.Spawn(options);
   if (!process.ok()) {
     RemovePidRecord();  // written before an exec that then failed
     bool affinity = absl::StrContains(process.status().message(), "CPU affinity");
-    fail_before_spawn(
-        affinity ? crest::v1::DAEMON_FAILURE_PINNING : crest::v1::DAEMON_FAILURE_SPAWN,
-        std::string(process.status().message()));
-    return absl::OkStatus();
+    FailBeforeSpawn({affinity ? crest::v1::DAEMON_FAILURE_PINNING : crest::v1::DAEMON_FAILURE_SPAWN,
+                     std::string(process.status().message())},
+                    sink);
+    return nullptr;
   }
   auto run = std::make_shared<Run>();
   run->pid = (*process)->pid();
@@ -225,8 +236,8 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     if (!verified.ok()) {
       run->process.reset();  // kills and reaps
       RemovePidRecord();
-      fail_before_spawn(crest::v1::DAEMON_FAILURE_PINNING, std::string(verified.message()));
-      return absl::OkStatus();
+      FailBeforeSpawn({crest::v1::DAEMON_FAILURE_PINNING, std::string(verified.message())}, sink);
+      return nullptr;
     }
   }
   run->log =
@@ -237,6 +248,11 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
                    params.cpus.empty() ? "" : " cpus " + FormatCpuList(params.cpus), " ==="));
   spdlog::info("daemon started: pid {} ({}), pinned to {}", run->pid, config_.binary,
                params.cpus.empty() ? "nothing" : FormatCpuList(params.cpus));
+  return run;
+}
+
+void DaemonSupervisor::PublishStarting(const std::shared_ptr<Run>& run,
+                                       const MindieConfigView& view, const EventSink& sink) {
   {
     absl::MutexLock lock(&mu_);
     run_ = run;
@@ -247,43 +263,21 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     SetState(crest::v1::DAEMON_STARTING);
   }
   run->monitor = std::thread([this, run] { Monitor(run); });
-  {
-    crest::v1::DaemonEvent e = NewEvent();
-    e.mutable_starting()->set_pid(run->pid);
-    for (uint32_t c : params.cpus) e.mutable_starting()->add_pinned_cpus(c);
-    e.mutable_starting()->set_pinned_cpu_list(FormatCpuList(params.cpus));
-    sink(e);
-  }
+  crest::v1::DaemonEvent e = NewEvent();
+  e.mutable_starting()->set_pid(run->pid);
+  for (uint32_t c : run->cpus) e.mutable_starting()->add_pinned_cpus(c);
+  e.mutable_starting()->set_pinned_cpu_list(FormatCpuList(run->cpus));
+  sink(e);
   Notify();
+}
 
-  // Kills the daemon of a failed start and reports why.
-  auto fail = [&](crest::v1::DaemonFailure kind, const std::string& reason) {
-    run->process->SignalGroup(SIGKILL).IgnoreError();
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](Run* r) { return r->done; }, run.get()),
-                           kReapWait);
-    }
-    if (run->monitor.joinable()) run->monitor.join();
-    crest::v1::DaemonEvent e = NewEvent();
-    {
-      absl::MutexLock lock(&mu_);
-      *e.mutable_failed() = Fail(*run, kind, reason);
-      effective_.clear();
-      run_.reset();
-    }
-    RemovePidRecord();
-    absl::Status restored = config_json_.Restore();
-    if (!restored.ok()) spdlog::error("restoring config.json: {}", std::string(restored.message()));
-    spdlog::error("daemon start failed: {}", reason);
-    sink(e);
-    Notify();
-  };
+bool DaemonSupervisor::StartCancelled(const StartWait& wait) const {
+  return (wait.cancel != nullptr && *wait.cancel) || abort_start_;
+}
 
-  absl::Time deadline = run->started + timeout;
-  std::string timeout_text = absl::FormatDuration(timeout);
-  // Phase 1: the log says it loaded (or fails).
+std::optional<DaemonSupervisor::StartFailure> DaemonSupervisor::AwaitStartSuccess(
+    const StartWait& wait, const EventSink& sink) {
+  Run& run = *wait.run;
   while (true) {
     std::deque<std::string> lines;
     bool success = false;
@@ -296,103 +290,149 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
                                  return r->success_seen || r->done || !r->oom_line.empty() ||
                                         !r->pending_lines.empty();
                                },
-                               run.get()),
+                               &run),
                            kPollStep);
-      lines.swap(run->pending_lines);
-      success = run->success_seen;
-      exited = run->done;
-      oom = run->oom_line;
+      lines.swap(run.pending_lines);
+      success = run.success_seen;
+      exited = run.done;
+      oom = run.oom_line;
     }
     for (const std::string& line : lines) {
       crest::v1::DaemonEvent e = NewEvent();
       e.mutable_log_line()->set_line(line);
       sink(e);
     }
-    if ((cancel != nullptr && *cancel) || abort_start_) {
-      fail(crest::v1::DAEMON_FAILURE_EXITED, "start cancelled (the daemon was stopped)");
-      return absl::OkStatus();
-    }
+    if (StartCancelled(wait))
+      return StartFailure{crest::v1::DAEMON_FAILURE_EXITED, kStartCancelled};
     if (!oom.empty()) {
-      fail(crest::v1::DAEMON_FAILURE_OUT_OF_MEMORY, absl::StrCat("out of memory: ", oom));
-      return absl::OkStatus();
+      return StartFailure{crest::v1::DAEMON_FAILURE_OUT_OF_MEMORY,
+                          absl::StrCat("out of memory: ", oom)};
     }
-    if (exited) {
-      std::string config_error;
-      std::string last_line;
-      int code = -1;
-      {
-        absl::MutexLock lock(&mu_);
-        config_error = run->config_error_line;
-        if (!run->tail.empty()) last_line = run->tail.back();
-        code = run->exit ? run->exit->code : -1;
-      }
-      if (!config_error.empty()) {
-        fail(crest::v1::DAEMON_FAILURE_INVALID_CONFIG,
-             absl::StrCat("daemon exited (code ", code, ") with a config error: ", config_error));
-      } else {
-        fail(crest::v1::DAEMON_FAILURE_EXITED,
-             absl::StrCat("daemon exited before it was ready (code ", code, ")",
-                          last_line.empty() ? "" : "; its last line: ", last_line));
-      }
-      return absl::OkStatus();
-    }
-    if (success) break;
-    if (clock_->Now() >= deadline) {
-      fail(crest::v1::DAEMON_FAILURE_TIMEOUT,
-           absl::StrCat("no \"Daemon start success!\" within ", timeout_text));
-      return absl::OkStatus();
+    if (exited) return ExitedBeforeSuccess(run);
+    if (success) return std::nullopt;
+    if (clock_->Now() >= wait.deadline) {
+      return StartFailure{crest::v1::DAEMON_FAILURE_TIMEOUT,
+                          absl::StrCat("no \"Daemon start success!\" within ", wait.timeout_text)};
     }
   }
-  // Phase 2: the management port answers ready.
-  std::string ready_url = view.ManagementUrl() + "/v2/health/ready";
+}
+
+DaemonSupervisor::StartFailure DaemonSupervisor::ExitedBeforeSuccess(const Run& run) {
+  std::string config_error;
+  std::string last_line;
+  int code = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    config_error = run.config_error_line;
+    if (!run.tail.empty()) last_line = run.tail.back();
+    code = run.exit ? run.exit->code : -1;
+  }
+  if (!config_error.empty()) {
+    return {crest::v1::DAEMON_FAILURE_INVALID_CONFIG,
+            absl::StrCat("daemon exited (code ", code, ") with a config error: ", config_error)};
+  }
+  return {crest::v1::DAEMON_FAILURE_EXITED,
+          absl::StrCat("daemon exited before it was ready (code ", code, ")",
+                       last_line.empty() ? "" : "; its last line: ", last_line)};
+}
+
+std::optional<DaemonSupervisor::StartFailure> DaemonSupervisor::AwaitHealthReady(
+    const StartWait& wait, const std::string& ready_url) {
+  Run& run = *wait.run;
   std::string last_answer;
   while (true) {
     auto code = HttpGetStatus(ready_url, absl::Seconds(1), config_.ca_file);
-    if (code.ok() && *code == 200) break;
+    if (code.ok() && *code == 200) return std::nullopt;
     last_answer = code.ok() ? absl::StrCat("HTTP ", *code) : std::string(code.status().message());
     bool exited = false;
     {
       absl::MutexLock lock(&mu_);
       mu_.AwaitWithTimeout(absl::Condition(
-                               +[](Run* r) { return r->done; }, run.get()),
+                               +[](Run* r) { return r->done; }, &run),
                            kPollStep);
-      exited = run->done;
+      exited = run.done;
     }
-    if ((cancel != nullptr && *cancel) || abort_start_) {
-      fail(crest::v1::DAEMON_FAILURE_EXITED, "start cancelled (the daemon was stopped)");
-      return absl::OkStatus();
-    }
+    if (StartCancelled(wait))
+      return StartFailure{crest::v1::DAEMON_FAILURE_EXITED, kStartCancelled};
     if (exited) {
-      fail(crest::v1::DAEMON_FAILURE_EXITED, "daemon exited before its health endpoint was ready");
-      return absl::OkStatus();
+      return StartFailure{crest::v1::DAEMON_FAILURE_EXITED,
+                          "daemon exited before its health endpoint was ready"};
     }
-    if (clock_->Now() >= deadline) {
-      fail(crest::v1::DAEMON_FAILURE_TIMEOUT,
-           absl::StrCat(ready_url, " not ready within ", timeout_text, " (last: ", last_answer,
-                        ")"));
-      return absl::OkStatus();
+    if (clock_->Now() >= wait.deadline) {
+      return StartFailure{crest::v1::DAEMON_FAILURE_TIMEOUT,
+                          absl::StrCat(ready_url, " not ready within ", wait.timeout_text,
+                                       " (last: ", last_answer, ")")};
     }
   }
+}
+
+void DaemonSupervisor::PublishReady(const Run& run, const MindieConfigView& view,
+                                    const EventSink& sink) {
   crest::v1::DaemonEvent e = NewEvent();
   crest::v1::DaemonReady* ready = e.mutable_ready();
   {
     absl::MutexLock lock(&mu_);
     SetState(crest::v1::DAEMON_READY);
-    ready->set_pid(run->pid);
-    ready->set_npu_block_num(run->blocks.value_or(0));
+    ready->set_pid(run.pid);
+    ready->set_npu_block_num(run.blocks.value_or(0));
     for (const crest::v1::ConfigOverride& o : effective_) *ready->add_effective() = o;
   }
-  for (uint32_t c : params.cpus) ready->add_pinned_cpus(c);
-  ready->set_pinned_cpu_list(FormatCpuList(params.cpus));
-  *ready->mutable_startup_time() = ToProto(clock_->Now() - run->started);
+  for (uint32_t c : run.cpus) ready->add_pinned_cpus(c);
+  ready->set_pinned_cpu_list(FormatCpuList(run.cpus));
+  *ready->mutable_startup_time() = ToProto(clock_->Now() - run.started);
   ready->set_business_url(view.BusinessUrl());
   ready->set_management_url(view.ManagementUrl());
-  spdlog::info("daemon ready: pid {}, npuBlockNum {}, after {}", run->pid, ready->npu_block_num(),
-               absl::FormatDuration(clock_->Now() - run->started));
+  spdlog::info("daemon ready: pid {}, npuBlockNum {}, after {}", run.pid, ready->npu_block_num(),
+               absl::FormatDuration(clock_->Now() - run.started));
   sink(e);
   Notify();
-  return absl::OkStatus();
 }
+
+void DaemonSupervisor::FailBeforeSpawn(const StartFailure& failure, const EventSink& sink) {
+  crest::v1::DaemonEvent e = NewEvent();
+  crest::v1::DaemonFailed* f = e.mutable_failed();
+  f->set_kind(failure.kind);
+  f->set_reason(failure.reason);
+  f->set_exit_code(-1);
+  {
+    absl::MutexLock lock(&mu_);
+    SetState(crest::v1::DAEMON_FAILED);
+    last_failure_ = *f;
+    effective_.clear();
+  }
+  ReportStartFailure(e, sink);
+}
+
+void DaemonSupervisor::FailStart(const std::shared_ptr<Run>& run, const StartFailure& failure,
+                                 const EventSink& sink) {
+  run->process->SignalGroup(SIGKILL).IgnoreError();
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](Run* r) { return r->done; }, run.get()),
+                         kReapWait);
+  }
+  if (run->monitor.joinable()) run->monitor.join();
+  crest::v1::DaemonEvent e = NewEvent();
+  {
+    absl::MutexLock lock(&mu_);
+    *e.mutable_failed() = Fail(*run, failure.kind, failure.reason);
+    effective_.clear();
+    run_.reset();
+  }
+  RemovePidRecord();
+  ReportStartFailure(e, sink);
+}
+
+void DaemonSupervisor::ReportStartFailure(const crest::v1::DaemonEvent& failed,
+                                          const EventSink& sink) {
+  absl::Status restored = config_json_.Restore();
+  if (!restored.ok()) spdlog::error("restoring config.json: {}", std::string(restored.message()));
+  spdlog::error("daemon start failed: {}", failed.failed().reason());
+  sink(failed);
+  Notify();
+}
+
 crest::v1::DaemonStatus DaemonSupervisor::Status() const {
   absl::MutexLock lock(&mu_);
   crest::v1::DaemonStatus s;

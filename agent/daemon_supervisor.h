@@ -93,6 +93,41 @@ class DaemonSupervisor {
 
  private:
   struct Run;  // one spawned daemon and what was seen of it
+  // Why a start failed, as its DaemonFailed event says.
+  struct StartFailure {
+    crest::v1::DaemonFailure kind = crest::v1::DAEMON_FAILURE_UNSPECIFIED;
+    std::string reason;
+  };
+  // A spawned daemon on its way to READY: what the two waits share.
+  struct StartWait {
+    std::shared_ptr<Run> run;
+    absl::Time deadline;
+    std::string timeout_text;                   // the start timeout, as a failure quotes it
+    const std::atomic<bool>* cancel = nullptr;  // Start's; may be null
+  };
+
+  // Start's phases, in order (daemon_supervisor.cc).
+  absl::Status StopPrevious(bool replace_running) ABSL_EXCLUSIVE_LOCKS_REQUIRED(op_mu_);
+  // config.json: the original plus this start's overrides, written; its view.
+  absl::StatusOr<MindieConfig> WriteConfigJson(const StartParams& params);
+  SpawnOptions DaemonSpawnOptions(const std::vector<uint32_t>& cpus);
+  // Null when the daemon could not be spawned or pinned (FAILED sent to `sink`).
+  std::shared_ptr<Run> SpawnDaemon(const SpawnOptions& options, const StartParams& params,
+                                   const EventSink& sink);
+  void PublishStarting(const std::shared_ptr<Run>& run, const MindieConfigView& view,
+                       const EventSink& sink);
+  // Phase 1: the log says it loaded (or fails); its lines go to `sink`.
+  std::optional<StartFailure> AwaitStartSuccess(const StartWait& wait, const EventSink& sink);
+  StartFailure ExitedBeforeSuccess(const Run& run);
+  // Phase 2: the management port answers ready.
+  std::optional<StartFailure> AwaitHealthReady(const StartWait& wait, const std::string& ready_url);
+  bool StartCancelled(const StartWait& wait) const;
+  void PublishReady(const Run& run, const MindieConfigView& view, const EventSink& sink);
+  // A start that ends FAILED: before a daemon ran, or killing the one that runs.
+  void FailBeforeSpawn(const StartFailure& failure, const EventSink& sink);
+  void FailStart(const std::shared_ptr<Run>& run, const StartFailure& failure,
+                 const EventSink& sink);
+  void ReportStartFailure(const crest::v1::DaemonEvent& failed, const EventSink& sink);
 
   crest::v1::DaemonEvent NewEvent() const;
   void Monitor(const std::shared_ptr<Run>& run);

@@ -16,6 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "common/status.h"
+
 namespace crest::loadgen {
 namespace {
 
@@ -80,6 +82,144 @@ std::vector<std::vector<std::string>> TableAfter(std::string_view output, const 
     if (!cells.empty()) rows.push_back(std::move(cells));
   }
   return rows;
+}
+
+// Every figure is a count, a time or a rate: finite, not negative, and small
+// enough to convert to the result's integer fields without overflow.
+constexpr double kLargestFigure = 1e15;
+bool Plausible(double v) { return std::isfinite(v) && v >= 0 && v <= kLargestFigure; }
+
+// The performance table: row -> column (lower case) -> value.
+using PerformanceTable = std::map<std::string, std::map<std::string, double>>;
+// The common table: metric -> value text.
+using CommonTable = std::map<std::string, std::string>;
+
+// The header row names the columns.
+absl::StatusOr<PerformanceTable> ReadPerformanceTable(
+    const std::vector<std::vector<std::string>>& rows) {
+  const std::vector<std::string>& columns = rows.front();
+  PerformanceTable metric;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::vector<std::string>& row = rows[i];
+    for (size_t c = 1; c < row.size() && c < columns.size(); ++c) {
+      double v = 0;
+      if (!LeadingNumber(row[c], &v)) continue;
+      if (!Plausible(v)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("MindIE benchmark performance table: ", row[0], " ", columns[c], " is \"",
+                         row[c], "\"; expected a number in [0, 1e15]"));
+      }
+      metric[row[0]][absl::AsciiStrToLower(columns[c])] = v;
+    }
+  }
+  return metric;
+}
+
+absl::StatusOr<CommonTable> ReadCommonTable(const std::vector<std::vector<std::string>>& rows) {
+  CommonTable values;
+  for (const std::vector<std::string>& row : rows) {
+    if (row.size() < 2) continue;
+    double v = 0;
+    if (LeadingNumber(row[1], &v) && !Plausible(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: ", row[0],
+                                                     " is \"", row[1],
+                                                     "\"; expected a number in [0, 1e15]"));
+    }
+    values[row[0]] = row[1];
+  }
+  return values;
+}
+
+bool CommonNumber(const CommonTable& values, const char* key, double* out) {
+  auto it = values.find(key);
+  return it != values.end() && LeadingNumber(it->second, out);
+}
+
+// A performance table cell; 0 when absent.
+double Cell(const PerformanceTable& metric, const char* row, const char* column) {
+  auto it = metric.find(row);
+  if (it == metric.end()) return 0.0;
+  auto c = it->second.find(column);
+  return c == it->second.end() ? 0.0 : c->second;
+}
+
+void SetLatencyStats(const PerformanceTable& metric, const char* row, crest::v1::LatencyStats* s) {
+  if (metric.find(row) == metric.end()) return;
+  auto get = [&metric, row](const char* column) { return Cell(metric, row, column); };
+  s->set_average_ms(get("average"));
+  s->set_max_ms(get("max"));
+  s->set_min_ms(get("min"));
+  s->set_p50_ms(get("p50") != 0 ? get("p50") : get("median"));
+  s->set_p90_ms(get("p90"));
+  s->set_p99_ms(get("p99"));
+  s->set_samples(static_cast<uint64_t>(get("n")));
+}
+
+// Counts, concurrency, duration and rates from the common table; returns
+// Returned, which the token totals multiply.
+absl::StatusOr<double> SetCommonFigures(const CommonTable& values, crest::v1::BenchmarkResult* r) {
+  double failed = 0;
+  double returned = 0;
+  double total = 0;
+  double concurrency = 0;
+  double elapsed = 0;
+  double v = 0;
+  if (!CommonNumber(values, "Returned", &returned) ||
+      !CommonNumber(values, "TimeElapsed", &elapsed)) {
+    return absl::InvalidArgumentError(
+        "MindIE benchmark common table lacks Returned or TimeElapsed");
+  }
+  CommonNumber(values, "Failed", &failed);
+  if (CommonNumber(values, "Total", &total) && failed == 0 && total > returned) {
+    failed = total - returned;
+  }
+  CommonNumber(values, "Concurrency", &concurrency);
+  r->set_succeeded(static_cast<uint64_t>(returned));
+  r->set_failed(static_cast<uint64_t>(failed));
+  // The tool reports only how many failed, not why.
+  if (failed > 0) (*r->mutable_failures())["reported_by_mindie_benchmark"] = r->failed();
+  if (concurrency > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: Concurrency ",
+                                                   concurrency, " is above ",
+                                                   std::numeric_limits<uint32_t>::max()));
+  }
+  r->set_concurrency(static_cast<uint32_t>(concurrency));
+  // A run's duration is held in int64 nanoseconds (292 years); a figure past
+  // 1e9 s is corrupt output, and converting it would be undefined behaviour.
+  constexpr double kLongestRunSeconds = 1e9;
+  if (elapsed > kLongestRunSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: TimeElapsed is ",
+                                                   elapsed, " s; expected at most 1e9 s"));
+  }
+  *r->mutable_duration() = TimeUtil::NanosecondsToDuration(static_cast<int64_t>(elapsed * 1e9));
+  if (CommonNumber(values, "Throughput", &v)) r->set_qps(v);
+  // Newer builds: OutputGenerateSpeed (+ Input/Total); older: GenerateSpeed.
+  if (CommonNumber(values, "OutputGenerateSpeed", &v) ||
+      CommonNumber(values, "GenerateSpeed", &v)) {
+    r->set_generate_speed(v);
+  }
+  if (CommonNumber(values, "InputGenerateSpeed", &v)) r->set_input_generate_speed(v);
+  if (CommonNumber(values, "TotalGenerateSpeed", &v)) r->set_total_generate_speed(v);
+  if (CommonNumber(values, "GenerateSpeedPerClient", &v)) {
+    r->set_generate_speed_per_client(v);
+  } else if (concurrency > 0) {
+    r->set_generate_speed_per_client(r->generate_speed() / concurrency);
+  }
+  return returned;
+}
+
+// A token total: the table gives per-request averages over returned
+// requests. Each factor is at most 1e15, so their product can pass what
+// uint64 holds.
+absl::StatusOr<uint64_t> TotalTokens(const PerformanceTable& metric, const char* row,
+                                     double returned) {
+  const double tokens = std::round(Cell(metric, row, "average") * returned);
+  if (tokens > kLargestFigure) {
+    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark: ", row,
+                                                   " average x Returned is ", tokens,
+                                                   " tokens; expected at most 1e15"));
+  }
+  return static_cast<uint64_t>(tokens);
 }
 
 }  // namespace
@@ -194,126 +334,17 @@ absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::strin
         absl::StrCat("MindIE benchmark output lacks the \"", kPerfHeader, "\" and \"",
                      kCommonHeader, "\" tables; output ends with: ", std::string(tail)));
   }
-  // Performance table: header row names the columns.
-  const std::vector<std::string>& columns = perf.front();
-  // Every figure is a count, a time or a rate: finite, not negative, and small
-  // enough to convert to the result's integer fields without overflow.
-  constexpr double kLargestFigure = 1e15;
-  auto plausible = [](double v) { return std::isfinite(v) && v >= 0 && v <= kLargestFigure; };
-  std::map<std::string, std::map<std::string, double>> metric;  // row -> column -> value
-  for (size_t i = 1; i < perf.size(); ++i) {
-    const std::vector<std::string>& row = perf[i];
-    for (size_t c = 1; c < row.size() && c < columns.size(); ++c) {
-      double v = 0;
-      if (!LeadingNumber(row[c], &v)) continue;
-      if (!plausible(v)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("MindIE benchmark performance table: ", row[0], " ", columns[c], " is \"",
-                         row[c], "\"; expected a number in [0, 1e15]"));
-      }
-      metric[row[0]][absl::AsciiStrToLower(columns[c])] = v;
-    }
-  }
-  std::map<std::string, std::string> values;  // common metric -> value text
-  for (const std::vector<std::string>& row : common) {
-    if (row.size() < 2) continue;
-    double v = 0;
-    if (LeadingNumber(row[1], &v) && !plausible(v)) {
-      return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: ", row[0],
-                                                     " is \"", row[1],
-                                                     "\"; expected a number in [0, 1e15]"));
-    }
-    values[row[0]] = row[1];
-  }
-  auto number = [&values](const char* key, double* out) {
-    auto it = values.find(key);
-    return it != values.end() && LeadingNumber(it->second, out);
-  };
-
+  CREST_ASSIGN_OR_RETURN(PerformanceTable metric, ReadPerformanceTable(perf));
+  CREST_ASSIGN_OR_RETURN(CommonTable values, ReadCommonTable(common));
   crest::v1::BenchmarkResult r;
-  auto stats = [&metric](const char* row, crest::v1::LatencyStats* s) {
-    auto it = metric.find(row);
-    if (it == metric.end()) return;
-    auto get = [&it](const char* col) {
-      auto c = it->second.find(col);
-      return c == it->second.end() ? 0.0 : c->second;
-    };
-    s->set_average_ms(get("average"));
-    s->set_max_ms(get("max"));
-    s->set_min_ms(get("min"));
-    s->set_p50_ms(get("p50") != 0 ? get("p50") : get("median"));
-    s->set_p90_ms(get("p90"));
-    s->set_p99_ms(get("p99"));
-    s->set_samples(static_cast<uint64_t>(get("n")));
-  };
-  stats("FirstTokenTime", r.mutable_first_token_time());
-  stats("DecodeTime", r.mutable_decode_time());
-  stats("GenerateTime", r.mutable_e2e_latency());
-
-  double failed = 0;
-  double returned = 0;
-  double total = 0;
-  double concurrency = 0;
-  double elapsed = 0;
-  double v = 0;
-  if (!number("Returned", &returned) || !number("TimeElapsed", &elapsed)) {
-    return absl::InvalidArgumentError(
-        "MindIE benchmark common table lacks Returned or TimeElapsed");
-  }
-  number("Failed", &failed);
-  if (number("Total", &total) && failed == 0 && total > returned) failed = total - returned;
-  number("Concurrency", &concurrency);
-  r.set_succeeded(static_cast<uint64_t>(returned));
-  r.set_failed(static_cast<uint64_t>(failed));
-  // The tool reports only how many failed, not why.
-  if (failed > 0) (*r.mutable_failures())["reported_by_mindie_benchmark"] = r.failed();
-  if (concurrency > std::numeric_limits<uint32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: Concurrency ",
-                                                   concurrency, " is above ",
-                                                   std::numeric_limits<uint32_t>::max()));
-  }
-  r.set_concurrency(static_cast<uint32_t>(concurrency));
-  // A run's duration is held in int64 nanoseconds (292 years); a figure past
-  // 1e9 s is corrupt output, and converting it would be undefined behaviour.
-  constexpr double kLongestRunSeconds = 1e9;
-  if (elapsed > kLongestRunSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark common table: TimeElapsed is ",
-                                                   elapsed, " s; expected at most 1e9 s"));
-  }
-  *r.mutable_duration() = TimeUtil::NanosecondsToDuration(static_cast<int64_t>(elapsed * 1e9));
-  if (number("Throughput", &v)) r.set_qps(v);
-  // Newer builds: OutputGenerateSpeed (+ Input/Total); older: GenerateSpeed.
-  if (number("OutputGenerateSpeed", &v) || number("GenerateSpeed", &v)) r.set_generate_speed(v);
-  if (number("InputGenerateSpeed", &v)) r.set_input_generate_speed(v);
-  if (number("TotalGenerateSpeed", &v)) r.set_total_generate_speed(v);
-  if (number("GenerateSpeedPerClient", &v)) {
-    r.set_generate_speed_per_client(v);
-  } else if (concurrency > 0) {
-    r.set_generate_speed_per_client(r.generate_speed() / concurrency);
-  }
-  // Token totals: the table gives per-request averages over returned requests.
-  auto avg = [&metric](const char* row) {
-    auto it = metric.find(row);
-    if (it == metric.end()) return 0.0;
-    auto c = it->second.find("average");
-    return c == it->second.end() ? 0.0 : c->second;
-  };
-  // Each factor is at most 1e15, so their product can pass what uint64 holds.
-  auto total_tokens = [&avg, returned](const char* row) -> absl::StatusOr<uint64_t> {
-    const double tokens = std::round(avg(row) * returned);
-    if (tokens > kLargestFigure) {
-      return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark: ", row,
-                                                     " average x Returned is ", tokens,
-                                                     " tokens; expected at most 1e15"));
-    }
-    return static_cast<uint64_t>(tokens);
-  };
-  absl::StatusOr<uint64_t> input_tokens = total_tokens("InputTokens");
-  if (!input_tokens.ok()) return input_tokens.status();
-  absl::StatusOr<uint64_t> output_tokens = total_tokens("GeneratedTokens");
-  if (!output_tokens.ok()) return output_tokens.status();
-  r.set_input_tokens(*input_tokens);
-  r.set_output_tokens(*output_tokens);
+  SetLatencyStats(metric, "FirstTokenTime", r.mutable_first_token_time());
+  SetLatencyStats(metric, "DecodeTime", r.mutable_decode_time());
+  SetLatencyStats(metric, "GenerateTime", r.mutable_e2e_latency());
+  CREST_ASSIGN_OR_RETURN(double returned, SetCommonFigures(values, &r));
+  CREST_ASSIGN_OR_RETURN(uint64_t input_tokens, TotalTokens(metric, "InputTokens", returned));
+  CREST_ASSIGN_OR_RETURN(uint64_t output_tokens, TotalTokens(metric, "GeneratedTokens", returned));
+  r.set_input_tokens(input_tokens);
+  r.set_output_tokens(output_tokens);
   return r;
 }
 

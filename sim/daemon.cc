@@ -84,11 +84,7 @@ struct Flags {
   int64_t oom_above_batch = 0;
 };
 
-}  // namespace
-
-int RunDaemon(int argc, char** argv) {
-  CLI::App app("mindie-sim: a simulated MindIE Service daemon", "mindie-sim");
-  Flags flags;
+void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--config", flags.config,
                  "config.json (default: $MIES_CONFIG_JSON_PATH, "
                  "$MIES_INSTALL_PATH/conf/config.json, ./conf/config.json)");
@@ -117,11 +113,24 @@ int RunDaemon(int argc, char** argv) {
   app.add_option("--fault-oom-above-batch", flags.oom_above_batch,
                  "fault injection: NPU out of memory at warm-up when maxBatchSize exceeds N")
       ->check(CLI::NonNegativeNumber);
-  if (auto rc = ParseCommandLine(app, argc, argv)) return *rc;
+}
 
-  std::string config_path = FindConfigPath(flags.config, GetEnv);
-  Log("INFO", "server", absl::StrCat("Reading config file ", config_path));
-  absl::StatusOr<SimConfig> config = LoadConfig(config_path);
+// What start-up read and planned before anything listens. Each phase that
+// fills it returns the exit code when the process must end (why is logged),
+// as ParseCommandLine does.
+struct Startup {
+  std::string config_path;
+  SimConfig config;
+  Profile profile;
+  OutputLengthDistribution workload;
+  KvCacheLayout kv;
+};
+
+// config.json, with the container's addresses in place of its own.
+std::optional<int> ReadConfig(const Flags& flags, Startup& startup) {
+  startup.config_path = FindConfigPath(flags.config, GetEnv);
+  Log("INFO", "server", absl::StrCat("Reading config file ", startup.config_path));
+  absl::StatusOr<SimConfig> config = LoadConfig(startup.config_path);
   if (!config.ok()) {
     Log("ERROR", "server", absl::StrCat("invalid config: ", config.status().message()));
     return kExitConfig;
@@ -130,9 +139,16 @@ int RunDaemon(int argc, char** argv) {
   if (auto ip = GetEnv("MIES_CONTAINER_MANAGEMENT_IP"); ip && !ip->empty()) {
     config->server.management_ip_address = *ip;
   }
+  startup.config = *std::move(config);
+  return std::nullopt;
+}
+
+// The profile (named, or chosen by modelName) and its output-length workload.
+std::optional<int> ChooseProfile(const Flags& flags, Startup& startup) {
   absl::StatusOr<std::string> share = ShareDir();
   std::string profile_dir = share.ok() ? absl::StrCat(*share, "/profiles") : "profiles";
-  absl::StatusOr<Profile> profile = FindProfile(profile_dir, flags.profile, config->model_name);
+  absl::StatusOr<Profile> profile =
+      FindProfile(profile_dir, flags.profile, startup.config.model_name);
   if (!profile.ok()) {
     Log("ERROR", "server", absl::StrCat("invalid config: ", profile.status().message()));
     return kExitConfig;
@@ -144,20 +160,37 @@ int RunDaemon(int argc, char** argv) {
         absl::StrCat("--workload ", workload_name, ": not in profile ", profile->name));
     return kExitConfig;
   }
+  startup.workload = workload->second;
+  startup.profile = *std::move(profile);
+  return std::nullopt;
+}
+
+// The KV cache the NPU memory leaves; too little of it is an out-of-memory exit.
+std::optional<int> PlanKv(Startup& startup) {
+  const SimConfig& config = startup.config;
+  const Profile& profile = startup.profile;
   Log("INFO", "llm",
-      absl::StrCat("Start to load model ", config->model_name, " (profile ", profile->name, " on ",
-                   profile->device, "), worldSize ", config->world_size, ", weights ",
-                   absl::StrFormat("%.2f", profile->weights_gib), " GiB"));
-  absl::StatusOr<KvCacheLayout> kv = PlanKvCache(*profile, *config);
+      absl::StrCat("Start to load model ", config.model_name, " (profile ", profile.name, " on ",
+                   profile.device, "), worldSize ", config.world_size, ", weights ",
+                   absl::StrFormat("%.2f", profile.weights_gib), " GiB"));
+  absl::StatusOr<KvCacheLayout> kv = PlanKvCache(profile, config);
   if (!kv.ok()) {
     Log("ERROR", "llm", std::string(kv.status().message()));
     return kv.status().code() == absl::StatusCode::kResourceExhausted ? kExitRuntime : kExitConfig;
   }
-  // The cards, held until the process exits: a card another instance holds
-  // fails the start, as Ascend's runtime does.
+  startup.kv = *kv;
+  return std::nullopt;
+}
+
+// The cards, held until the process exits: a card another instance holds
+// fails the start, as Ascend's runtime does.
+std::optional<int> ClaimNpus(const Startup& startup, std::optional<NpuClaim>& claim) {
+  const SimConfig& config = startup.config;
+  const Profile& profile = startup.profile;
   std::string install_dir = GetEnv("MIES_INSTALL_PATH").value_or("");
   if (install_dir.empty()) {
-    install_dir = std::filesystem::absolute(config_path).parent_path().parent_path().string();
+    install_dir =
+        std::filesystem::absolute(startup.config_path).parent_path().parent_path().string();
   }
   absl::StatusOr<NpuHost> npu_host = NpuHostFromEnv(install_dir, GetEnv);
   if (!npu_host.ok()) {
@@ -165,138 +198,203 @@ int RunDaemon(int argc, char** argv) {
     return kExitConfig;
   }
   NpuUse use;
-  use.chip = std::string(absl::StripPrefix(profile->device, "Ascend "));
-  use.hbm_total_mib = static_cast<uint64_t>(profile->device_memory_gib * 1024);
-  use.hbm_used_mib = static_cast<uint64_t>((profile->weights_gib / config->world_size +
-                                            profile->runtime_overhead_gib + kv->npu_mem_gib) *
+  use.chip = std::string(absl::StripPrefix(profile.device, "Ascend "));
+  use.hbm_total_mib = static_cast<uint64_t>(profile.device_memory_gib * 1024);
+  use.hbm_used_mib = static_cast<uint64_t>((profile.weights_gib / config.world_size +
+                                            profile.runtime_overhead_gib + startup.kv.npu_mem_gib) *
                                            1024);
-  absl::StatusOr<NpuClaim> npus = NpuClaim::Acquire(*npu_host, config->npu_device_ids, use);
+  absl::StatusOr<NpuClaim> npus = NpuClaim::Acquire(*npu_host, config.npu_device_ids, use);
   if (!npus.ok()) {
     Log("ERROR", "llm", absl::StrCat("cannot open the NPUs: ", npus.status().message()));
     return npus.status().code() == absl::StatusCode::kInvalidArgument ? kExitConfig : kExitRuntime;
   }
+  claim = *std::move(npus);
   Log("INFO", "llm",
-      absl::StrCat("NPUs ", absl::StrJoin(config->npu_device_ids, ","), " of ", npu_host->dir, ": ",
+      absl::StrCat("NPUs ", absl::StrJoin(config.npu_device_ids, ","), " of ", npu_host->dir, ": ",
                    use.hbm_used_mib, " / ", use.hbm_total_mib, " MB HBM each"));
-  RaiseFileLimit();
+  return std::nullopt;
+}
 
-  std::unique_ptr<boost::asio::ssl::context> tls;
-  if (config->server.https_enabled) {
-    auto ctx = MakeServerTlsContext(config->server.tls_cert, config->server.tls_key,
-                                    config->server.tls_ca_files);
-    if (!ctx.ok()) {
-      Log("ERROR", "server", absl::StrCat("invalid config: ", ctx.status().message()));
-      return kExitConfig;
+// The listeners' TLS context when config.json enables https; null otherwise.
+std::optional<int> LoadTls(const ServerSettings& server,
+                           std::unique_ptr<boost::asio::ssl::context>& tls) {
+  if (!server.https_enabled) return std::nullopt;
+  auto ctx = MakeServerTlsContext(server.tls_cert, server.tls_key, server.tls_ca_files);
+  if (!ctx.ok()) {
+    Log("ERROR", "server", absl::StrCat("invalid config: ", ctx.status().message()));
+    return kExitConfig;
+  }
+  tls = std::move(*ctx);
+  return std::nullopt;
+}
+
+EngineOptions EngineOptionsFor(const Flags& flags, const Startup& startup) {
+  const SimConfig& config = startup.config;
+  EngineOptions options;
+  options.scheduler = {config.max_batch_size,
+                       config.max_prefill_batch_size,
+                       config.max_prefill_tokens,
+                       config.cache_block_size,
+                       startup.kv.usable_blocks,
+                       config.support_select_batch,
+                       static_cast<double>(config.prefill_time_ms_per_req),
+                       static_cast<double>(config.decode_time_ms_per_req)};
+  options.timing = startup.profile.TimingAt(config.world_size);
+  options.time_scale = flags.time_scale;
+  options.noise_cv = flags.noise_cv.value_or(startup.profile.noise_cv);
+  options.seed = flags.seed.value_or(std::random_device{}());
+  return options;
+}
+
+// The serving daemon, built in the order it starts: engine, HTTP service,
+// listeners, signals, then the simulated model loading on the io thread.
+class Daemon {
+ public:
+  Daemon(const Flags& flags, const Startup& startup, boost::asio::ssl::context* tls)
+      : flags_(flags),
+        startup_(startup),
+        tls_(tls),
+        metrics_(startup.config.model_name,
+                 std::set<std::string>(flags.omit_metrics.begin(), flags.omit_metrics.end())),
+        engine_(EngineOptionsFor(flags, startup), TokenSink(), &metrics_),
+        service_(io_, startup.config, startup.profile, startup.workload, &engine_, &metrics_,
+                 [this] { boost::asio::post(io_, [this] { io_.stop(); }); }) {
+    auto monitor = GetEnv("MIES_SERVICE_MONITOR_MODE");
+    service_.SetMonitorMode(monitor && *monitor == "1");
+  }
+
+  // Serves until a signal, /stopService or a failed warm-up; the exit code.
+  int Run() {
+    if (auto rc = OpenListeners()) return *rc;
+    signals_.add(SIGTERM);
+    signals_.add(SIGINT);
+    signals_.async_wait([this](boost::system::error_code ec, int signo) {
+      if (ec) return;
+      Log("INFO", "server", absl::StrCat("received signal ", signo, ", stopping"));
+      io_.stop();
+    });
+    LoadModel();
+    io_.run();
+    engine_.Stop();
+    Log("INFO", "server", "stopped");
+    return exit_code_;
+  }
+
+ private:
+  // Tokens go to the service on the io thread, unless a fault injection
+  // crashes the process or withholds them (the engine thread runs it).
+  Engine::Sink TokenSink() {
+    return [this, tokens_generated = int64_t{0}](std::vector<TokenEvent> events) mutable {
+      tokens_generated += static_cast<int64_t>(events.size());
+      if (flags_.crash_after_tokens > 0 && tokens_generated >= flags_.crash_after_tokens) {
+        Log("ERROR", "llm",
+            absl::StrCat("fault injection: crashing after ", tokens_generated, " tokens"));
+        std::abort();
+      }
+      if (flags_.hang_after_tokens > 0 && tokens_generated > flags_.hang_after_tokens) return;
+      boost::asio::post(io_, [this, events = std::move(events)] { service_.OnTokens(events); });
+    };
+  }
+
+  // The business, management and metrics ports.
+  std::optional<int> OpenListeners() {
+    const ServerSettings& s = startup_.config.server;
+    auto business = Listen(io_, s.ip_address, s.port, tls_, [this](auto req, auto out) {
+      service_.HandleBusiness(req, std::move(out));
+    });
+    auto management =
+        business.ok()
+            ? Listen(io_, s.management_ip_address, s.management_port, tls_,
+                     [this](auto req, auto out) { service_.HandleManagement(req, std::move(out)); })
+            : business;
+    auto metrics_port =
+        management.ok()
+            ? Listen(io_, s.management_ip_address, s.metrics_port, tls_,
+                     [this](auto req, auto out) { service_.HandleMetrics(req, std::move(out)); })
+            : management;
+    if (!metrics_port.ok()) {
+      Log("ERROR", "server", std::string(metrics_port.status().message()));
+      return kExitRuntime;
     }
-    tls = std::move(*ctx);
+    Log("INFO", "server",
+        absl::StrCat("mindie-sim: listening business=", s.ip_address, ":", *business,
+                     " management=", s.management_ip_address, ":", *management,
+                     " metrics=", s.management_ip_address, ":", *metrics_port,
+                     " https=", s.https_enabled ? "true" : "false"));
+    return std::nullopt;
   }
 
-  boost::asio::io_context io(1);
-  SimMetrics metrics(config->model_name,
-                     std::set<std::string>(flags.omit_metrics.begin(), flags.omit_metrics.end()));
-  EngineOptions engine_options;
-  engine_options.scheduler = {config->max_batch_size,
-                              config->max_prefill_batch_size,
-                              config->max_prefill_tokens,
-                              config->cache_block_size,
-                              kv->usable_blocks,
-                              config->support_select_batch,
-                              static_cast<double>(config->prefill_time_ms_per_req),
-                              static_cast<double>(config->decode_time_ms_per_req)};
-  engine_options.timing = profile->TimingAt(config->world_size);
-  engine_options.time_scale = flags.time_scale;
-  engine_options.noise_cv = flags.noise_cv.value_or(profile->noise_cv);
-  engine_options.seed = flags.seed.value_or(std::random_device{}());
-  Service* service_ptr = nullptr;
-  int64_t tokens_generated = 0;  // engine thread only
-  Engine engine(
-      engine_options,
-      [&io, &service_ptr, &flags, &tokens_generated](std::vector<TokenEvent> events) {
-        tokens_generated += static_cast<int64_t>(events.size());
-        if (flags.crash_after_tokens > 0 && tokens_generated >= flags.crash_after_tokens) {
-          Log("ERROR", "llm",
-              absl::StrCat("fault injection: crashing after ", tokens_generated, " tokens"));
-          std::abort();
-        }
-        if (flags.hang_after_tokens > 0 && tokens_generated > flags.hang_after_tokens) return;
-        boost::asio::post(
-            io, [&service_ptr, events = std::move(events)] { service_ptr->OnTokens(events); });
-      },
-      &metrics);
-  int exit_code = 0;
-  Service service(io, *config, *profile, workload->second, &engine, &metrics,
-                  [&io] { boost::asio::post(io, [&io] { io.stop(); }); });
-  service_ptr = &service;
-  auto monitor = GetEnv("MIES_SERVICE_MONITOR_MODE");
-  service.SetMonitorMode(monitor && *monitor == "1");
-
-  const ServerSettings& s = config->server;
-  auto business = Listen(io, s.ip_address, s.port, tls.get(), [&service](auto req, auto out) {
-    service.HandleBusiness(req, std::move(out));
-  });
-  auto management = business.ok()
-                        ? Listen(io, s.management_ip_address, s.management_port, tls.get(),
-                                 [&service](auto req, auto out) {
-                                   service.HandleManagement(req, std::move(out));
-                                 })
-                        : business;
-  auto metrics_port =
-      management.ok()
-          ? Listen(io, s.management_ip_address, s.metrics_port, tls.get(),
-                   [&service](auto req, auto out) { service.HandleMetrics(req, std::move(out)); })
-          : management;
-  if (!metrics_port.ok()) {
-    Log("ERROR", "server", std::string(metrics_port.status().message()));
-    return kExitRuntime;
+  // The profile's model-loading time (scaled), then WarmUp.
+  void LoadModel() {
+    double startup =
+        flags_.startup_seconds.value_or(startup_.profile.startup_seconds) / flags_.time_scale;
+    Log("INFO", "llm",
+        absl::StrFormat("Loading weights (%.1f s simulated model loading, time scale %g)",
+                        startup * flags_.time_scale, flags_.time_scale));
+    loading_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(startup)));
+    loading_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) WarmUp();
+    });
   }
-  Log("INFO", "server",
-      absl::StrCat("mindie-sim: listening business=", s.ip_address, ":", *business, " management=",
-                   s.management_ip_address, ":", *management, " metrics=", s.management_ip_address,
-                   ":", *metrics_port, " https=", s.https_enabled ? "true" : "false"));
 
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
-  signals.async_wait([&io](boost::system::error_code ec, int signo) {
-    if (ec) return;
-    Log("INFO", "server", absl::StrCat("received signal ", signo, ", stopping"));
-    io.stop();
-  });
-
-  double startup = flags.startup_seconds.value_or(profile->startup_seconds) / flags.time_scale;
-  Log("INFO", "llm",
-      absl::StrFormat("Loading weights (%.1f s simulated model loading, time scale %g)",
-                      startup * flags.time_scale, flags.time_scale));
-  boost::asio::steady_timer loading(io,
-                                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                        std::chrono::duration<double>(startup)));
-  loading.async_wait([&](boost::system::error_code ec) {
-    if (ec) return;
-    if (flags.oom_above_batch > 0 && config->max_batch_size > flags.oom_above_batch) {
+  // The KV-cache lines the agent reads, then ready: "Daemon start success!".
+  void WarmUp() {
+    const SimConfig& config = startup_.config;
+    const KvCacheLayout& kv = startup_.kv;
+    if (flags_.oom_above_batch > 0 && config.max_batch_size > flags_.oom_above_batch) {
       Log("ERROR", "llm",
-          absl::StrCat("NPU out of memory: warm-up of maxBatchSize ", config->max_batch_size,
-                       " (fault injection: above ", flags.oom_above_batch, ")"));
-      exit_code = kExitRuntime;
-      io.stop();
+          absl::StrCat("NPU out of memory: warm-up of maxBatchSize ", config.max_batch_size,
+                       " (fault injection: above ", flags_.oom_above_batch, ")"));
+      exit_code_ = kExitRuntime;
+      io_.stop();
       return;
     }
     Log("INFO", "llm",
         absl::StrFormat("npuMemSize %.0f GiB, cacheBlockSize %d, %d bytes per block, "
                         "npuBlockNum %d (usable %d, one reserved)",
-                        kv->npu_mem_gib, config->cache_block_size, kv->bytes_per_block,
-                        kv->computed_blocks, kv->usable_blocks));
+                        kv.npu_mem_gib, config.cache_block_size, kv.bytes_per_block,
+                        kv.computed_blocks, kv.usable_blocks));
     Log("INFO", "llm",
         absl::StrFormat("<<<<<<< ori k_caches[0].shape=torch.Size([%d, %d, %d, %d])",
-                        kv->computed_blocks, config->cache_block_size, kv->kv_heads_per_card,
-                        profile->head_dim));
-    engine.Start();
-    service.SetReady();
+                        kv.computed_blocks, config.cache_block_size, kv.kv_heads_per_card,
+                        startup_.profile.head_dim));
+    engine_.Start();
+    service_.SetReady();
     std::fputs("Daemon start success!\n", stdout);
     std::fflush(stdout);
-  });
+  }
 
-  io.run();
-  engine.Stop();
-  Log("INFO", "server", "stopped");
-  return exit_code;
+  const Flags& flags_;
+  const Startup& startup_;
+  boost::asio::ssl::context* const tls_;
+  boost::asio::io_context io_{1};
+  SimMetrics metrics_;
+  Engine engine_;
+  Service service_;
+  boost::asio::signal_set signals_{io_};  // armed once the ports listen
+  boost::asio::steady_timer loading_{io_};
+  int exit_code_ = 0;
+};
+
+}  // namespace
+
+int RunDaemon(int argc, char** argv) {
+  CLI::App app("mindie-sim: a simulated MindIE Service daemon", "mindie-sim");
+  Flags flags;
+  AddFlags(app, flags);
+  if (auto rc = ParseCommandLine(app, argc, argv)) return *rc;
+  Startup startup;
+  if (auto rc = ReadConfig(flags, startup)) return *rc;
+  if (auto rc = ChooseProfile(flags, startup)) return *rc;
+  if (auto rc = PlanKv(startup)) return *rc;
+  std::optional<NpuClaim> npus;
+  if (auto rc = ClaimNpus(startup, npus)) return *rc;
+  RaiseFileLimit();
+  std::unique_ptr<boost::asio::ssl::context> tls;
+  if (auto rc = LoadTls(startup.config.server, tls)) return *rc;
+  Daemon daemon(flags, startup, tls.get());
+  return daemon.Run();
 }
 
 }  // namespace crest::sim

@@ -47,6 +47,67 @@ bool ReadMaxTokens(const json& obj, const char* key, const std::string& path, in
   return true;
 }
 
+// Reads a string at obj[key] into `value`.
+bool ReadString(const json& obj, const char* key, std::string* value, std::string* error) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string()) {
+    *error = absl::StrCat(key, ": expected a string");
+    return false;
+  }
+  *value = it->get<std::string>();
+  return true;
+}
+
+// /v1/completions: "prompt" (a string, or a list whose first is one), "max_tokens".
+bool ReadCompletionsBody(const json& body, std::string* prompt, int* max_tokens,
+                         std::string* error) {
+  if (auto it = body.find("prompt");
+      it != body.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
+    *prompt = (*it)[0].get<std::string>();
+  } else if (!ReadString(body, "prompt", prompt, error)) {
+    return false;
+  }
+  return ReadMaxTokens(body, "max_tokens", "max_tokens", max_tokens, error);
+}
+
+// /v1/chat/completions: the messages' contents, one a line, and "max_tokens".
+bool ReadChatBody(const json& body, std::string* prompt, int* max_tokens, std::string* error) {
+  auto it = body.find("messages");
+  if (it == body.end() || !it->is_array() || it->empty()) {
+    *error = "messages: expected a non-empty array";
+    return false;
+  }
+  for (const json& m : *it) {
+    if (m.is_object() && m.contains("content") && m["content"].is_string()) {
+      absl::StrAppend(prompt, m["content"].get<std::string>(), "\n");
+    }
+  }
+  return ReadMaxTokens(body, "max_tokens", "max_tokens", max_tokens, error);
+}
+
+// /infer, /generate, /generate_stream: TGI's "inputs" and
+// "parameters.max_new_tokens", or MindIE's "prompt" and "max_tokens".
+bool ReadGenerateBody(const json& body, std::string* prompt, int* max_tokens, std::string* error) {
+  bool tgi = body.contains("inputs");
+  if (!ReadString(body, tgi ? "inputs" : "prompt", prompt, error)) return false;
+  if (!tgi) return ReadMaxTokens(body, "max_tokens", "max_tokens", max_tokens, error);
+  auto params = body.find("parameters");
+  if (params == body.end() || !params->is_object()) return true;
+  return ReadMaxTokens(*params, "max_new_tokens", "parameters.max_new_tokens", max_tokens, error);
+}
+
+// "ignore_eos", at the top or in "parameters" (which wins).
+bool IgnoreEos(const json& body) {
+  bool ignore_eos = body.contains("ignore_eos") && body["ignore_eos"].is_boolean() &&
+                    body["ignore_eos"].get<bool>();
+  if (auto params = body.find("parameters"); params != body.end() && params->is_object()) {
+    if (auto ie = params->find("ignore_eos"); ie != params->end() && ie->is_boolean()) {
+      ignore_eos = ie->get<bool>();
+    }
+  }
+  return ignore_eos;
+}
+
 }  // namespace
 
 void Service::Reject(Responder& out, int status, const std::string& message,
@@ -111,66 +172,61 @@ void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<R
         "service_unavailable");
     return;
   }
-  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.is_object()) {
-    Reject(*out, 400, "request body: expected a JSON object", "validation_error");
+  absl::StatusOr<GenerationRequest> request = ReadGenerationRequest(api, req.body);
+  absl::StatusOr<Lengths> lengths = request.ok() ? PlanLengths(*request) : request.status();
+  if (!lengths.ok()) {
+    Reject(*out, 400, std::string(lengths.status().message()), "validation_error");
     return;
   }
-  std::string prompt;
-  int max_tokens = config_.max_iter_times;
-  bool stream = api == Api::kGenerateStream;
+  uint64_t id = next_id_++;
+  Inflight f;
+  f.out = out;
+  f.api = api;
+  f.stream = request->stream;
+  f.prompt_tokens = lengths->prompt_tokens;
+  f.output_tokens = lengths->output_tokens;
+  f.capped = lengths->capped;
+  f.prefix = StreamPrefix(api, id);
+  absl::Status status = engine_->Submit({id, f.prompt_tokens, f.output_tokens});
+  if (!status.ok()) {
+    Reject(*out, 400, std::string(status.message()), "validation_error");
+    return;
+  }
+  metrics_->requests.Increment();
+  metrics_->prompt.Increment(f.prompt_tokens);
+  if (f.stream) out->BeginStream();
+  out->SetOnAbort([this, id] {
+    // The client went away before the end.
+    if (inflight_.count(id) > 0) metrics_->failed.Increment();
+    inflight_.erase(id);
+    engine_->Cancel(id);
+  });
+  inflight_.emplace(id, std::move(f));
+}
+
+absl::StatusOr<Service::GenerationRequest> Service::ReadGenerationRequest(
+    Api api, const std::string& text) const {
+  json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return absl::InvalidArgumentError("request body: expected a JSON object");
+  }
+  GenerationRequest request;
+  request.max_tokens = config_.max_iter_times;
+  request.stream = api == Api::kGenerateStream;
   std::string error;
-  auto string_at = [&](const char* key) -> bool {
-    auto it = body.find(key);
-    if (it == body.end() || !it->is_string()) {
-      error = absl::StrCat(key, ": expected a string");
-      return false;
-    }
-    prompt = it->get<std::string>();
-    return true;
-  };
   bool ok = true;
   switch (api) {
     case Api::kCompletions:
-      if (auto it = body.find("prompt");
-          it != body.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
-        prompt = (*it)[0].get<std::string>();
-      } else {
-        ok = string_at("prompt");
-      }
-      ok = ok && ReadMaxTokens(body, "max_tokens", "max_tokens", &max_tokens, &error);
+      ok = ReadCompletionsBody(body, &request.prompt, &request.max_tokens, &error);
       break;
-    case Api::kChat: {
-      auto it = body.find("messages");
-      if (it == body.end() || !it->is_array() || it->empty()) {
-        error = "messages: expected a non-empty array";
-        ok = false;
-        break;
-      }
-      for (const json& m : *it) {
-        if (m.is_object() && m.contains("content") && m["content"].is_string()) {
-          absl::StrAppend(&prompt, m["content"].get<std::string>(), "\n");
-        }
-      }
-      ok = ReadMaxTokens(body, "max_tokens", "max_tokens", &max_tokens, &error);
+    case Api::kChat:
+      ok = ReadChatBody(body, &request.prompt, &request.max_tokens, &error);
       break;
-    }
     case Api::kInfer:
     case Api::kGenerate:
-    case Api::kGenerateStream: {
-      bool tgi = body.contains("inputs");
-      ok = string_at(tgi ? "inputs" : "prompt");
-      if (ok && tgi) {
-        auto params = body.find("parameters");
-        if (params != body.end() && params->is_object()) {
-          ok = ReadMaxTokens(*params, "max_new_tokens", "parameters.max_new_tokens", &max_tokens,
-                             &error);
-        }
-      } else if (ok) {
-        ok = ReadMaxTokens(body, "max_tokens", "max_tokens", &max_tokens, &error);
-      }
+    case Api::kGenerateStream:
+      ok = ReadGenerateBody(body, &request.prompt, &request.max_tokens, &error);
       break;
-    }
     case Api::kProbe:
       break;
   }
@@ -180,73 +236,46 @@ void Service::StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<R
         error = "stream: expected a boolean";
         ok = false;
       } else {
-        stream = it->get<bool>();
+        request.stream = it->get<bool>();
       }
     }
   }
-  if (!ok) {
-    Reject(*out, 400, error, "validation_error");
-    return;
-  }
-  int prompt_tokens = CountPromptTokens(prompt, profile_.prompt_template_tokens);
+  if (!ok) return absl::InvalidArgumentError(error);
+  request.ignore_eos = IgnoreEos(body);
+  return request;
+}
+
+absl::StatusOr<Service::Lengths> Service::PlanLengths(const GenerationRequest& request) const {
+  int prompt_tokens = CountPromptTokens(request.prompt, profile_.prompt_template_tokens);
   if (prompt_tokens > config_.max_input_token_len) {
-    Reject(*out, 400,
-           absl::StrCat("prompt has ", prompt_tokens, " tokens, more than maxInputTokenLen ",
-                        config_.max_input_token_len),
-           "validation_error");
-    return;
+    return absl::InvalidArgumentError(absl::StrCat("prompt has ", prompt_tokens,
+                                                   " tokens, more than maxInputTokenLen ",
+                                                   config_.max_input_token_len));
   }
-  int cap = std::min({max_tokens, config_.max_iter_times, config_.max_seq_len - prompt_tokens});
+  int cap =
+      std::min({request.max_tokens, config_.max_iter_times, config_.max_seq_len - prompt_tokens});
   if (cap < 1) {
-    Reject(*out, 400, "prompt leaves no room for output within maxSeqLen", "validation_error");
-    return;
+    return absl::InvalidArgumentError("prompt leaves no room for output within maxSeqLen");
   }
-  bool ignore_eos = body.contains("ignore_eos") && body["ignore_eos"].is_boolean() &&
-                    body["ignore_eos"].get<bool>();
-  if (auto params = body.find("parameters"); params != body.end() && params->is_object()) {
-    if (auto ie = params->find("ignore_eos"); ie != params->end() && ie->is_boolean()) {
-      ignore_eos = ie->get<bool>();
-    }
-  }
-  int natural = ignore_eos ? cap : NaturalOutputLength(workload_, prompt);
-  uint64_t id = next_id_++;
-  Inflight f;
-  f.out = out;
-  f.api = api;
-  f.stream = stream;
-  f.prompt_tokens = prompt_tokens;
-  f.output_tokens = std::min(natural, cap);
-  f.capped = natural >= cap;
+  int natural = request.ignore_eos ? cap : NaturalOutputLength(workload_, request.prompt);
+  return Lengths{prompt_tokens, std::min(natural, cap), natural >= cap};
+}
+
+std::string Service::StreamPrefix(Api api, uint64_t id) const {
+  if (api != Api::kCompletions && api != Api::kChat) return "";
   auto created = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
   std::string model = Escape(config_.model_name);
   if (api == Api::kCompletions) {
-    f.prefix =
-        absl::StrCat(R"(data: {"id":"cmpl-)", id, R"(","object":"text_completion","created":)",
-                     created, R"(,"model":")", model, R"(","choices":[{"index":0,"text":")");
-  } else if (api == Api::kChat) {
-    f.prefix = absl::StrCat(R"(data: {"id":"chatcmpl-)", id,
-                            R"(","object":"chat.completion.chunk","created":)", created,
-                            R"(,"model":")", model,
-                            R"(","choices":[{"index":0,"delta":{"role":"assistant",)"
-                            R"("content":")");
+    return absl::StrCat(R"(data: {"id":"cmpl-)", id, R"(","object":"text_completion","created":)",
+                        created, R"(,"model":")", model, R"(","choices":[{"index":0,"text":")");
   }
-  absl::Status status = engine_->Submit({id, prompt_tokens, f.output_tokens});
-  if (!status.ok()) {
-    Reject(*out, 400, std::string(status.message()), "validation_error");
-    return;
-  }
-  metrics_->requests.Increment();
-  metrics_->prompt.Increment(prompt_tokens);
-  if (stream) out->BeginStream();
-  out->SetOnAbort([this, id] {
-    // The client went away before the end.
-    if (inflight_.count(id) > 0) metrics_->failed.Increment();
-    inflight_.erase(id);
-    engine_->Cancel(id);
-  });
-  inflight_.emplace(id, std::move(f));
+  return absl::StrCat(R"(data: {"id":"chatcmpl-)", id,
+                      R"(","object":"chat.completion.chunk","created":)", created, R"(,"model":")",
+                      model,
+                      R"(","choices":[{"index":0,"delta":{"role":"assistant",)"
+                      R"("content":")");
 }
 
 std::string Service::TokenText(uint64_t id, int index, int* token_id) const {

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 #include "sim/config.h"
 #include "sim/engine.h"
 #include "sim/http_server.h"
@@ -53,9 +55,29 @@ class Service {
     std::function<void()> on_done;  // probe requests
   };
 
+  // What a generation request's body asks for, whichever API spells it.
+  struct GenerationRequest {
+    std::string prompt;
+    int max_tokens = 0;
+    bool stream = false;
+    bool ignore_eos = false;
+  };
+  // The token counts of an admitted request.
+  struct Lengths {
+    int prompt_tokens = 0;
+    int output_tokens = 0;
+    bool capped = false;  // see Inflight
+  };
+
   // Counts a refused generation request in request_failed_total, then replies.
   void Reject(Responder& out, int status, const std::string& message, const std::string& type);
   void StartGeneration(Api api, const HttpRequest& req, std::shared_ptr<Responder> out);
+  // StartGeneration's phases: the body read (INVALID_ARGUMENT names the
+  // field), the lengths against config.json's limits, the SSE prefix of the
+  // OpenAI APIs' events.
+  absl::StatusOr<GenerationRequest> ReadGenerationRequest(Api api, const std::string& text) const;
+  absl::StatusOr<Lengths> PlanLengths(const GenerationRequest& request) const;
+  std::string StreamPrefix(Api api, uint64_t id) const;
   void Timed(int seconds, std::shared_ptr<Responder> out);
   void Finish(uint64_t id, Inflight& f);
   std::string TokenText(uint64_t id, int index, int* token_id) const;

@@ -218,15 +218,7 @@ int Fail(const std::string& what, Process* controller = nullptr) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app(
-      "controller-load-bench: the real crest-controller with many fake agents over mutual TLS "
-      "and several campaigns at once; prints trials per minute, the controller's CPU and memory, "
-      "heartbeat figures and agents declared lost",
-      "controller-load-bench");
-  Flags f;
+void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--agents", f.agents, "fake agents")->check(CLI::Range(1, 1024));
   app.add_option("--campaigns", f.campaigns, "campaigns at once, each on its own group of agents")
       ->check(CLI::Range(1, 64));
@@ -242,6 +234,292 @@ int main(int argc, char** argv) {
   app.add_option("--request-count", f.request_count, "requests per trial in the simulated curve")
       ->check(CLI::Range(1, 100000));
   app.add_option("--controller-log-level", f.log_level, "the controller's --log-level");
+}
+
+absl::StatusOr<std::unique_ptr<Process>> StartController(const Flags& f,
+                                                         const crest::testing::CertFiles& cert,
+                                                         const std::string& ca_file,
+                                                         const crest::testing::TempDir& dir) {
+  return Process::Start(
+      "crest-controller",
+      {"--listen", "127.0.0.1:0", "--state-dir", dir.File("controller"), "--metrics-listen",
+       "127.0.0.1:0", "--heartbeat-interval", absl::StrCat(f.heartbeat_s), "--log-level",
+       f.log_level, "--tls-cert", cert.cert, "--tls-key", cert.key, "--tls-ca", ca_file},
+      "controller");
+}
+
+// The operator's (crest-cli's) stub to the controller at `address`.
+absl::StatusOr<std::unique_ptr<crest::v1::Controller::Stub>> OperatorStub(
+    const std::string& address, const crest::testing::CertFiles& cert, const std::string& ca_file) {
+  crest::TlsOptions cli_tls{.insecure = false,
+                            .cert_file = cert.cert,
+                            .key_file = cert.key,
+                            .ca_file = ca_file,
+                            .server_name_override = ""};
+  CREST_ASSIGN_OR_RETURN(auto channel, crest::MakeChannel(address, cli_tls));
+  return crest::v1::Controller::NewStub(channel);
+}
+
+crest::bench::FleetOptions FleetOptionsFor(const Flags& f, const std::string& address,
+                                           const crest::testing::TestCa* ca, const Curve& curve) {
+  crest::bench::FleetOptions options;
+  options.agents = f.agents;
+  options.groups = f.campaigns;
+  options.controller = address;
+  options.ca = ca;
+  options.model = f.model;
+  options.npu_block_num = curve.npu_block_num;
+  options.curve = [speed = curve.speed](int64_t b) {
+    auto it = speed.find(b);
+    return it != speed.end() ? it->second : 0.0;
+  };
+  options.node.benchmark_time = absl::Seconds(f.benchmark_s);
+  return options;
+}
+
+// Every agent ready before the campaigns start.
+absl::Status WaitForAgents(crest::v1::Controller::Stub& stub, int agents) {
+  const absl::Time register_deadline = absl::Now() + absl::Seconds(60);
+  for (size_t ready = 0; ready < static_cast<size_t>(agents);) {
+    if (absl::Now() > register_deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("only ", ready, " of ", agents, " agents registered"));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+    grpc::ClientContext ctx;
+    crest::v1::ListAgentsReply reply;
+    if (!stub.ListAgents(&ctx, {}, &reply).ok()) continue;
+    ready = static_cast<size_t>(
+        std::count_if(reply.agents().begin(), reply.agents().end(),
+                      [](const auto& a) { return a.state() == crest::v1::AGENT_READY; }));
+  }
+  return absl::OkStatus();
+}
+
+// Samples the controller (/metrics, /proc) every 500 ms while the campaigns run.
+class Sampler {
+ public:
+  Sampler(std::string metrics_url, pid_t pid, double rss_idle)
+      : metrics_url_(std::move(metrics_url)), pid_(pid), rss_max_(rss_idle) {
+    thread_ = std::thread([this] {
+      while (running_.load()) {
+        Scrape s = ScrapeMetrics(metrics_url_);
+        max_age_ = std::max(max_age_, s.max_heartbeat_age);
+        rss_max_ = std::max(rss_max_, StatusMiB(pid_, "VmRSS"));
+        threads_max_ = std::max(threads_max_, Threads(pid_));
+        absl::SleepFor(absl::Milliseconds(500));
+      }
+    });
+  }
+  ~Sampler() { Stop(); }
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+
+  void Stop() {
+    running_ = false;
+    if (thread_.joinable()) thread_.join();
+  }
+  // After Stop.
+  double max_age() const { return max_age_; }
+  double rss_max() const { return rss_max_; }
+  int threads_max() const { return threads_max_; }
+
+ private:
+  const std::string metrics_url_;
+  const pid_t pid_;
+  std::atomic<bool> running_{true};
+  double max_age_ = 0;
+  double rss_max_ = 0;
+  int threads_max_ = 0;
+  std::thread thread_;
+};
+
+absl::StatusOr<std::vector<std::string>> CreateCampaigns(crest::v1::Controller::Stub& stub,
+                                                         const Flags& f, const Grid& grid,
+                                                         int nodes) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < f.campaigns; ++i) {
+    grpc::ClientContext ctx;
+    crest::v1::CreateCampaignRequest req;
+    *req.mutable_spec() = SpecFor(f, grid, i, nodes);
+    crest::v1::Campaign c;
+    grpc::Status s = stub.CreateCampaign(&ctx, req, &c);
+    if (!s.ok()) return absl::InternalError(absl::StrCat("CreateCampaign: ", s.error_message()));
+    ids.push_back(c.id());
+  }
+  return ids;
+}
+
+// What the operator saw of each campaign until it ended.
+struct Watched {
+  std::vector<absl::Time> ended;
+  std::vector<crest::v1::CampaignState> states;
+  uint64_t updates = 0;
+};
+
+// An operator watches every campaign until it ends (`crest campaign watch`).
+Watched WatchCampaigns(crest::v1::Controller::Stub& stub, const std::vector<std::string>& ids,
+                       absl::Duration limit) {
+  std::vector<absl::Time> ended(ids.size(), absl::InfinitePast());
+  std::vector<crest::v1::CampaignState> states(ids.size());
+  std::vector<uint64_t> updates(ids.size(), 0);
+  std::vector<std::thread> watchers;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    watchers.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(absl::Now() + limit));
+      crest::v1::WatchCampaignRequest req;
+      req.set_id(ids[i]);
+      auto reader = stub.WatchCampaign(&ctx, req);
+      crest::v1::Campaign c;
+      while (reader->Read(&c)) {
+        ++updates[i];
+        states[i] = c.state();
+      }
+      reader->Finish().IgnoreError();
+      ended[i] = absl::Now();
+    });
+  }
+  for (auto& w : watchers) w.join();
+  uint64_t all_updates = 0;
+  for (uint64_t u : updates) all_updates += u;
+  return {std::move(ended), std::move(states), all_updates};
+}
+
+// What the campaigns' reports say: trials by status, and what is wrong.
+struct Outcome {
+  std::map<std::string, int> by_status;
+  int64_t ok = 0;
+  int64_t trials = 0;
+  std::vector<std::string> problems;
+};
+
+// Every campaign succeeded, every trial ok and accounted for, no agent lost.
+Outcome CheckReports(crest::v1::Controller::Stub& stub, const std::vector<std::string>& ids,
+                     const Grid& grid, const Scrape& last) {
+  Outcome out;
+  for (const std::string& id : ids) {
+    grpc::ClientContext ctx;
+    crest::v1::GetCampaignReportRequest req;
+    req.set_id(id);
+    crest::v1::CampaignReport report;
+    if (!stub.GetCampaignReport(&ctx, req, &report).ok()) {
+      out.problems.push_back(absl::StrCat(id, ": no report"));
+      continue;
+    }
+    if (report.state() != crest::v1::CAMPAIGN_SUCCEEDED) {
+      out.problems.push_back(
+          absl::StrCat(id, " ended ", crest::v1::CampaignState_Name(report.state())));
+    }
+    int64_t campaign_ok = 0;
+    for (const auto& m : report.models()) {
+      for (const auto& t : m.trials()) {
+        ++out.trials;
+        ++out.by_status[crest::v1::TrialStatus_Name(t.status())];
+        campaign_ok += t.status() == crest::v1::TRIAL_OK ? 1 : 0;
+      }
+    }
+    out.ok += campaign_ok;
+    if (campaign_ok != grid.trials()) {
+      out.problems.push_back(
+          absl::StrCat(id, ": ", campaign_ok, " ok trials, expected ", grid.trials()));
+    }
+  }
+  if (out.trials != out.ok)
+    out.problems.push_back(absl::StrCat(out.trials - out.ok, " trials not ok"));
+  if (!last.ok) out.problems.emplace_back("the controller's /metrics did not answer");
+  if (last.lost_total != 0) {
+    out.problems.push_back(absl::StrCat("agents declared lost ", last.lost_total, " times"));
+  }
+  return out;
+}
+
+// Why agents were declared lost, in the controller's words (the first few).
+std::vector<std::string> LostLines(const std::string& controller_output) {
+  std::vector<std::string> lost_lines;
+  for (absl::string_view line : absl::StrSplit(controller_output, '\n')) {
+    if (absl::StrContains(line, " is lost: ") && lost_lines.size() < 5) {
+      lost_lines.emplace_back(line);
+    }
+  }
+  return lost_lines;
+}
+
+// The controller's resources over the campaigns (and this process's CPU).
+struct Usage {
+  double wall = 0;
+  double cpu = 0;
+  double self_cpu = 0;
+  double rss_idle = 0;
+  double rss_max = 0;
+  double rss_end = 0;
+  double hwm = 0;
+  int threads_max = 0;
+};
+
+// The fleet's side of the heartbeats.
+struct Heartbeats {
+  uint64_t registrations = 0;
+  uint64_t sent = 0;
+  const crest::bench::LatencyLog* latency = nullptr;
+  double max_age = 0;  // at the controller, sampled
+};
+
+void PrintFigures(const Flags& f, const Grid& grid, int nodes, const Watched& watched,
+                  const Outcome& outcome, const Usage& u, const Heartbeats& hb,
+                  const Scrape& last) {
+  std::string statuses;
+  for (const auto& [k, v] : outcome.by_status)
+    absl::StrAppend(&statuses, statuses.empty() ? "" : ", ", k, " ", v);
+  const double wall = u.wall;
+  const double cpu = u.cpu;
+  const auto ok = static_cast<double>(outcome.ok);
+  std::printf(
+      "controller-load-bench: %d agents, %d campaigns at once (%d agents each), grid of %lld "
+      "points x %u repeats = %lld trials per campaign, fake benchmark %.2f s, heartbeat interval "
+      "%.1f s, %u hardware threads\n",
+      f.agents, f.campaigns, nodes, static_cast<long long>(grid.points), grid.repeats,
+      static_cast<long long>(grid.trials()), f.benchmark_s, f.heartbeat_s,
+      std::thread::hardware_concurrency());
+  std::printf("| figure | value |\n|---|---|\n");
+  std::printf("| campaigns | %zu submitted, %zu succeeded |\n", watched.states.size(),
+              static_cast<size_t>(std::count(watched.states.begin(), watched.states.end(),
+                                             crest::v1::CAMPAIGN_SUCCEEDED)));
+  std::printf("| trials | %lld (%s) in %.1f s |\n", static_cast<long long>(outcome.trials),
+              statuses.c_str(), wall);
+  std::printf("| trials per minute | %.0f |\n", wall > 0 ? ok * 60 / wall : 0);
+  std::printf("| controller CPU (user+sys) | %.1f s, %.0f%% of one core; %.1f ms per trial |\n",
+              cpu, wall > 0 ? 100 * cpu / wall : 0, outcome.ok > 0 ? 1000 * cpu / ok : 0);
+  std::printf(
+      "| controller memory | VmRSS %.1f MiB idle with the agents, %.1f MiB max sampled, %.1f MiB "
+      "at the end; VmHWM %.1f MiB |\n",
+      u.rss_idle, u.rss_max, u.rss_end, u.hwm);
+  std::printf("| controller threads | %d max sampled |\n", u.threads_max);
+  std::printf("| this process (fake agents, watchers) CPU | %.1f s, %.0f%% of one core |\n",
+              u.self_cpu, wall > 0 ? 100 * u.self_cpu / wall : 0);
+  std::printf(
+      "| heartbeats | %llu sent; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms (%zu timed) |\n",
+      static_cast<unsigned long long>(hb.sent), hb.latency->Quantile(0.5),
+      hb.latency->Quantile(0.99), hb.latency->Quantile(1), hb.latency->count());
+  std::printf("| heartbeat age at the controller | max %.2f s sampled (lost after %.1f s) |\n",
+              hb.max_age, 3 * f.heartbeat_s);
+  std::printf("| agents ever declared lost | %.0f (crest_agent_lost_total) |\n", last.lost_total);
+  std::printf("| registrations | %llu (%d agents) |\n",
+              static_cast<unsigned long long>(hb.registrations), f.agents);
+  std::printf("| campaign updates watched | %llu |\n",
+              static_cast<unsigned long long>(watched.updates));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "controller-load-bench: the real crest-controller with many fake agents over mutual TLS "
+      "and several campaigns at once; prints trials per minute, the controller's CPU and memory, "
+      "heartbeat figures and agents declared lost",
+      "controller-load-bench");
+  Flags f;
+  AddFlags(app, f);
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
   spdlog::set_level(spdlog::level::warn);  // the in-process agents' registrations are noise here
   if (f.campaigns > f.agents) {
@@ -261,14 +539,7 @@ int main(int argc, char** argv) {
   auto controller_cert = ca->Issue("crest-controller");
   auto cli_cert = ca->Issue("crest-cli");
   if (!controller_cert.ok() || !cli_cert.ok()) return Fail("cannot issue certificates");
-
-  auto controller = Process::Start(
-      "crest-controller",
-      {"--listen", "127.0.0.1:0", "--state-dir", dir.File("controller"), "--metrics-listen",
-       "127.0.0.1:0", "--heartbeat-interval", absl::StrCat(f.heartbeat_s), "--log-level",
-       f.log_level, "--tls-cert", controller_cert->cert, "--tls-key", controller_cert->key,
-       "--tls-ca", ca->ca_file()},
-      "controller");
+  auto controller = StartController(f, *controller_cert, ca->ca_file(), dir);
   if (!controller.ok()) return Fail(controller.status().ToString());
   Process& ctl = **controller;
   auto port = ctl.WaitForNumberAfter("listening on port ", absl::Seconds(20));
@@ -276,210 +547,54 @@ int main(int argc, char** argv) {
   if (!port.ok() || !metrics_port.ok()) return Fail("the controller did not start", &ctl);
   const std::string address = absl::StrCat("127.0.0.1:", *port);
   const std::string metrics_url = absl::StrCat("http://127.0.0.1:", *metrics_port, "/metrics");
-  crest::TlsOptions cli_tls{.insecure = false,
-                            .cert_file = cli_cert->cert,
-                            .key_file = cli_cert->key,
-                            .ca_file = ca->ca_file(),
-                            .server_name_override = ""};
-  auto channel = crest::MakeChannel(address, cli_tls);
-  if (!channel.ok()) return Fail(channel.status().ToString());
-  auto operator_stub = crest::v1::Controller::NewStub(*channel);
-
-  crest::bench::FleetOptions fleet_options;
-  fleet_options.agents = f.agents;
-  fleet_options.groups = f.campaigns;
-  fleet_options.controller = address;
-  fleet_options.ca = &*ca;
-  fleet_options.model = f.model;
-  fleet_options.npu_block_num = curve->npu_block_num;
-  fleet_options.curve = [speed = curve->speed](int64_t b) {
-    auto it = speed.find(b);
-    return it != speed.end() ? it->second : 0.0;
-  };
-  fleet_options.node.benchmark_time = absl::Seconds(f.benchmark_s);
-  auto fleet = Fleet::Start(fleet_options);
+  auto operator_stub = OperatorStub(address, *cli_cert, ca->ca_file());
+  if (!operator_stub.ok()) return Fail(operator_stub.status().ToString());
+  crest::v1::Controller::Stub& stub = **operator_stub;
+  auto fleet = Fleet::Start(FleetOptionsFor(f, address, &*ca, *curve));
   if (!fleet.ok()) return Fail(fleet.status().ToString(), &ctl);
-
-  // Every agent ready before the campaigns start.
-  const absl::Time register_deadline = absl::Now() + absl::Seconds(60);
-  for (size_t ready = 0; ready < static_cast<size_t>(f.agents);) {
-    if (absl::Now() > register_deadline) {
-      return Fail(absl::StrCat("only ", ready, " of ", f.agents, " agents registered"), &ctl);
-    }
-    absl::SleepFor(absl::Milliseconds(100));
-    grpc::ClientContext ctx;
-    crest::v1::ListAgentsReply agents;
-    if (!operator_stub->ListAgents(&ctx, {}, &agents).ok()) continue;
-    ready = static_cast<size_t>(
-        std::count_if(agents.agents().begin(), agents.agents().end(),
-                      [](const auto& a) { return a.state() == crest::v1::AGENT_READY; }));
+  if (absl::Status ready = WaitForAgents(stub, f.agents); !ready.ok()) {
+    return Fail(std::string(ready.message()), &ctl);
   }
+
   const pid_t pid = ctl.pid();
-  const double rss_idle = StatusMiB(pid, "VmRSS");
+  Usage usage;
+  usage.rss_idle = StatusMiB(pid, "VmRSS");
   const double cpu0 = CpuSeconds(pid);
   const double self_cpu0 = SelfCpuSeconds();
   const absl::Time t0 = absl::Now();
-
-  // Sample the controller while the campaigns run.
-  std::atomic<bool> running{true};
-  double max_age = 0;
-  double rss_max = rss_idle;
-  int threads_max = 0;
-  std::thread sampler([&] {
-    while (running.load()) {
-      Scrape s = ScrapeMetrics(metrics_url);
-      max_age = std::max(max_age, s.max_heartbeat_age);
-      rss_max = std::max(rss_max, StatusMiB(pid, "VmRSS"));
-      threads_max = std::max(threads_max, Threads(pid));
-      absl::SleepFor(absl::Milliseconds(500));
-    }
-  });
-
-  std::vector<std::string> ids;
-  for (int i = 0; i < f.campaigns; ++i) {
-    grpc::ClientContext ctx;
-    crest::v1::CreateCampaignRequest req;
-    *req.mutable_spec() = SpecFor(f, grid, i, nodes);
-    crest::v1::Campaign c;
-    grpc::Status s = operator_stub->CreateCampaign(&ctx, req, &c);
-    if (!s.ok()) {
-      running = false;
-      sampler.join();
-      return Fail(absl::StrCat("CreateCampaign: ", s.error_message()), &ctl);
-    }
-    ids.push_back(c.id());
+  Sampler sampler(metrics_url, pid, usage.rss_idle);
+  auto ids = CreateCampaigns(stub, f, grid, nodes);
+  if (!ids.ok()) {
+    sampler.Stop();
+    return Fail(std::string(ids.status().message()), &ctl);
   }
-  // An operator watches every campaign until it ends (`crest campaign watch`).
-  std::vector<absl::Time> ended(ids.size(), absl::InfinitePast());
-  std::vector<crest::v1::CampaignState> states(ids.size());
-  std::vector<uint64_t> updates(ids.size(), 0);
-  {
-    std::vector<std::thread> watchers;
-    const absl::Duration limit = absl::Seconds(std::max(120.0, 20 * f.duration_s));
-    for (size_t i = 0; i < ids.size(); ++i) {
-      watchers.emplace_back([&, i] {
-        grpc::ClientContext ctx;
-        ctx.set_deadline(absl::ToChronoTime(absl::Now() + limit));
-        crest::v1::WatchCampaignRequest req;
-        req.set_id(ids[i]);
-        auto reader = operator_stub->WatchCampaign(&ctx, req);
-        crest::v1::Campaign c;
-        while (reader->Read(&c)) {
-          ++updates[i];
-          states[i] = c.state();
-        }
-        reader->Finish().IgnoreError();
-        ended[i] = absl::Now();
-      });
-    }
-    for (auto& w : watchers) w.join();
-  }
-  const absl::Time t1 = *std::max_element(ended.begin(), ended.end());
-  const double cpu1 = CpuSeconds(pid);
-  const double self_cpu1 = SelfCpuSeconds();
-  running = false;
-  sampler.join();
-  const double rss_end = StatusMiB(pid, "VmRSS");
-  const double hwm = StatusMiB(pid, "VmHWM");
+  const Watched watched =
+      WatchCampaigns(stub, *ids, absl::Seconds(std::max(120.0, 20 * f.duration_s)));
+  const absl::Time t1 = *std::max_element(watched.ended.begin(), watched.ended.end());
+  usage.cpu = CpuSeconds(pid) - cpu0;
+  usage.self_cpu = SelfCpuSeconds() - self_cpu0;
+  usage.wall = absl::ToDoubleSeconds(t1 - t0);
+  sampler.Stop();
+  usage.rss_max = sampler.rss_max();
+  usage.threads_max = sampler.threads_max();
+  usage.rss_end = StatusMiB(pid, "VmRSS");
+  usage.hwm = StatusMiB(pid, "VmHWM");
   const Scrape last = ScrapeMetrics(metrics_url);
-  max_age = std::max(max_age, last.max_heartbeat_age);
 
-  // Reports: every campaign succeeded, every trial ok and accounted for.
-  std::map<std::string, int> by_status;
-  int64_t ok = 0;
-  int64_t trials = 0;
-  std::vector<std::string> problems;
-  for (const std::string& id : ids) {
-    grpc::ClientContext ctx;
-    crest::v1::GetCampaignReportRequest req;
-    req.set_id(id);
-    crest::v1::CampaignReport report;
-    if (!operator_stub->GetCampaignReport(&ctx, req, &report).ok()) {
-      problems.push_back(absl::StrCat(id, ": no report"));
-      continue;
-    }
-    if (report.state() != crest::v1::CAMPAIGN_SUCCEEDED) {
-      problems.push_back(
-          absl::StrCat(id, " ended ", crest::v1::CampaignState_Name(report.state())));
-    }
-    int64_t campaign_ok = 0;
-    for (const auto& m : report.models()) {
-      for (const auto& t : m.trials()) {
-        ++trials;
-        ++by_status[crest::v1::TrialStatus_Name(t.status())];
-        campaign_ok += t.status() == crest::v1::TRIAL_OK ? 1 : 0;
-      }
-    }
-    ok += campaign_ok;
-    if (campaign_ok != grid.trials()) {
-      problems.push_back(
-          absl::StrCat(id, ": ", campaign_ok, " ok trials, expected ", grid.trials()));
-    }
-  }
-  if (trials != ok) problems.push_back(absl::StrCat(trials - ok, " trials not ok"));
-  if (!last.ok) problems.emplace_back("the controller's /metrics did not answer");
-  if (last.lost_total != 0) {
-    problems.push_back(absl::StrCat("agents declared lost ", last.lost_total, " times"));
-  }
-  // Why agents were declared lost, in the controller's words (the first few).
-  std::vector<std::string> lost_lines;
-  for (absl::string_view line : absl::StrSplit(ctl.output(), '\n')) {
-    if (absl::StrContains(line, " is lost: ") && lost_lines.size() < 5) {
-      lost_lines.emplace_back(line);
-    }
-  }
-  const uint64_t registrations = (*fleet)->registrations();
-  const uint64_t heartbeats = (*fleet)->heartbeats();
-  const auto& hb = (*fleet)->heartbeat_latency();
+  const Outcome outcome = CheckReports(stub, *ids, grid, last);
+  const std::vector<std::string> lost_lines = LostLines(ctl.output());
+  Heartbeats hb;
+  hb.registrations = (*fleet)->registrations();
+  hb.sent = (*fleet)->heartbeats();
+  hb.latency = &(*fleet)->heartbeat_latency();
+  hb.max_age = std::max(sampler.max_age(), last.max_heartbeat_age);
   (*fleet)->Stop();
   ctl.Terminate(absl::Seconds(10));
   crest::e2e::KillAllChildren();
 
-  const double wall = absl::ToDoubleSeconds(t1 - t0);
-  const double cpu = cpu1 - cpu0;
-  std::string statuses;
-  for (const auto& [k, v] : by_status)
-    absl::StrAppend(&statuses, statuses.empty() ? "" : ", ", k, " ", v);
-  std::printf(
-      "controller-load-bench: %d agents, %d campaigns at once (%d agents each), grid of %lld "
-      "points x %u repeats = %lld trials per campaign, fake benchmark %.2f s, heartbeat interval "
-      "%.1f s, %u hardware threads\n",
-      f.agents, f.campaigns, nodes, static_cast<long long>(grid.points), grid.repeats,
-      static_cast<long long>(grid.trials()), f.benchmark_s, f.heartbeat_s,
-      std::thread::hardware_concurrency());
-  std::printf("| figure | value |\n|---|---|\n");
-  std::printf(
-      "| campaigns | %zu submitted, %zu succeeded |\n", ids.size(),
-      static_cast<size_t>(std::count(states.begin(), states.end(), crest::v1::CAMPAIGN_SUCCEEDED)));
-  std::printf("| trials | %lld (%s) in %.1f s |\n", static_cast<long long>(trials),
-              statuses.c_str(), wall);
-  std::printf("| trials per minute | %.0f |\n", wall > 0 ? static_cast<double>(ok) * 60 / wall : 0);
-  std::printf("| controller CPU (user+sys) | %.1f s, %.0f%% of one core; %.1f ms per trial |\n",
-              cpu, wall > 0 ? 100 * cpu / wall : 0,
-              ok > 0 ? 1000 * cpu / static_cast<double>(ok) : 0);
-  std::printf(
-      "| controller memory | VmRSS %.1f MiB idle with the agents, %.1f MiB max sampled, %.1f MiB "
-      "at the end; VmHWM %.1f MiB |\n",
-      rss_idle, rss_max, rss_end, hwm);
-  std::printf("| controller threads | %d max sampled |\n", threads_max);
-  std::printf("| this process (fake agents, watchers) CPU | %.1f s, %.0f%% of one core |\n",
-              self_cpu1 - self_cpu0, wall > 0 ? 100 * (self_cpu1 - self_cpu0) / wall : 0);
-  std::printf(
-      "| heartbeats | %llu sent; latency p50 %.2f ms, p99 %.2f ms, max %.2f ms (%zu timed) |\n",
-      static_cast<unsigned long long>(heartbeats), hb.Quantile(0.5), hb.Quantile(0.99),
-      hb.Quantile(1), hb.count());
-  std::printf("| heartbeat age at the controller | max %.2f s sampled (lost after %.1f s) |\n",
-              max_age, 3 * f.heartbeat_s);
-  std::printf("| agents ever declared lost | %.0f (crest_agent_lost_total) |\n", last.lost_total);
-  std::printf("| registrations | %llu (%d agents) |\n",
-              static_cast<unsigned long long>(registrations), f.agents);
-  std::printf("| campaign updates watched | %llu |\n", static_cast<unsigned long long>([&] {
-                uint64_t n = 0;
-                for (uint64_t u : updates) n += u;
-                return n;
-              }()));
-  if (!problems.empty()) {
-    for (const auto& p : problems) std::printf("FAILED: %s\n", p.c_str());
+  PrintFigures(f, grid, nodes, watched, outcome, usage, hb, last);
+  if (!outcome.problems.empty()) {
+    for (const auto& p : outcome.problems) std::printf("FAILED: %s\n", p.c_str());
     for (const auto& l : lost_lines) std::printf("  controller: %s\n", l.c_str());
     return 1;
   }

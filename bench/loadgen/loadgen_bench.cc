@@ -21,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -479,32 +480,27 @@ void PrintRate(const char* label, const Rate& r, const Rate& wrk, const Rate& h2
       r.failed > 0 ? absl::StrCat(", ", r.failed, " FAILED").c_str() : "");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The child modes (the servers this program spawns) and --seconds; the exit
+// code when there is nothing more to do.
+std::optional<int> ParseArgs(int argc, char** argv, int* seconds) {
   if (argc == 2 && std::string(argv[1]) == "--serve-canned") return ServeCanned();
   if (argc == 5 && std::string(argv[1]) == "--serve") {
     ServerSpec spec{std::atoll(argv[2]), std::atoll(argv[3]),
                     static_cast<uint32_t>(std::atoi(argv[4]))};
     return Serve(spec);
   }
-  int seconds = 2;
-  if (argc == 3 && std::string(argv[1]) == "--seconds" && absl::SimpleAtoi(argv[2], &seconds) &&
-      seconds > 0 && seconds <= 30) {
+  if (argc == 3 && std::string(argv[1]) == "--seconds" && absl::SimpleAtoi(argv[2], seconds) &&
+      *seconds > 0 && *seconds <= 30) {
   } else if (argc != 1) {
     std::fputs(kUsage, argc == 2 && std::string(argv[1]) == "--help" ? stdout : stderr);
     return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
   }
-  rlimit limit{};
-  getrlimit(RLIMIT_NOFILE, &limit);
-  limit.rlim_cur = limit.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &limit);
-  std::printf("loadgen_bench: client on %s, server on %s; load average at start: ",
-              TwoCpus() ? "CPU 0" : "any CPU", TwoCpus() ? "CPU 1" : "any CPU");
-  std::fflush(stdout);
-  std::system("cut -d' ' -f1-3 /proc/loadavg");
+  return std::nullopt;
+}
 
-  // 1. FirstTokenTime: what the client adds to the server's own figure.
+// 1. FirstTokenTime: what the client adds to the server's own figure; the
+//    own HTTP client's, by streams (libcurl's is only printed).
+std::vector<Timing> MeasureFirstTokenTimes() {
   std::printf(
       "FirstTokenTime, 50 ms first token then 100 tokens/s per stream (10 per write), "
       "connections warmed:\n");
@@ -516,9 +512,20 @@ int main(int argc, char** argv) {
   }
   const Timing curl_timing = MeasureTiming(1000, 3000, HttpClient::kLibcurl);
   PrintTiming(curl_timing, "libcurl");
+  return timings;
+}
 
-  // 2. Non-streaming POST /infer, 100 connections, against the canned server:
-  //    the clients are the limit, so the figures are their ceilings.
+// Requests/s (or tokens/s) of crest-bench and its peers in one measurement.
+struct PeerRates {
+  Rate wrk;
+  Rate h2load;
+  Rate crest;
+  Rate crest_curl;  // non-streaming only
+};
+
+// 2. Non-streaming POST /infer, 100 connections, against the canned server:
+//    the clients are the limit, so the figures are their ceilings.
+PeerRates MeasureNonStreaming(int seconds) {
   Child canned = SpawnServer({.canned = true});
   const std::string text_body = Body(false, 16);
   std::printf(
@@ -535,18 +542,18 @@ int main(int argc, char** argv) {
                    [&] { return CrestBench(text, seconds, false); },
                    [&] { return CrestBench(text_curl, seconds, false); }});
   canned.Stop();
-  const Rate& wrk = text_rates[0];
-  const Rate& h2 = text_rates[1];
-  const Rate& crest = text_rates[2];
-  const Rate& crest_curl = text_rates[3];
-  PrintPeer("wrk", wrk, nullptr, "req/s");
-  PrintPeer("h2load --h1", h2, &wrk, "req/s");
-  PrintRate("crest-bench", crest, wrk, h2, "req/s");
-  PrintRate("crest-bench (libcurl)", crest_curl, wrk, h2, "req/s");
+  PeerRates r{text_rates[0], text_rates[1], text_rates[2], text_rates[3]};
+  PrintPeer("wrk", r.wrk, nullptr, "req/s");
+  PrintPeer("h2load --h1", r.h2load, &r.wrk, "req/s");
+  PrintRate("crest-bench", r.crest, r.wrk, r.h2load, "req/s");
+  PrintRate("crest-bench (libcurl)", r.crest_curl, r.wrk, r.h2load, "req/s");
+  return r;
+}
 
-  // 3. Streaming, 1000 streams of 300 tokens, the server writing as fast as
-  //    it can (10 events per write). The peers do not parse the events: their
-  //    figure is requests/s x 300.
+// 3. Streaming, 1000 streams of 300 tokens, the server writing as fast as
+//    it can (10 events per write). The peers do not parse the events: their
+//    figure is requests/s x 300.
+PeerRates MeasureStreaming(int seconds) {
   Child flat = SpawnServer({0, 0, 10});
   std::printf(
       "Streaming, 1000 streams x 300 tokens, unpaced server, median of %d interleaved %d s "
@@ -558,16 +565,17 @@ int main(int argc, char** argv) {
                    [&] { return H2load(flat.port, 1000, seconds, stream_body); },
                    [&] { return CrestBench(Options(flat.port, 1000, 300), seconds, true); }});
   flat.Stop();
-  Rate swrk = stream_rates[0];
-  Rate sh2 = stream_rates[1];
-  swrk.per_second *= 300;
-  sh2.per_second *= 300;
-  const Rate& sflat = stream_rates[2];
-  PrintPeer("wrk", swrk, nullptr, "tokens/s");
-  PrintPeer("h2load --h1", sh2, &swrk, "tokens/s");
-  PrintRate("crest-bench", sflat, swrk, sh2, "tokens/s");
+  PeerRates r{stream_rates[0], stream_rates[1], stream_rates[2], Rate{}};
+  r.wrk.per_second *= 300;
+  r.h2load.per_second *= 300;
+  PrintPeer("wrk", r.wrk, nullptr, "tokens/s");
+  PrintPeer("h2load --h1", r.h2load, &r.wrk, "tokens/s");
+  PrintRate("crest-bench", r.crest, r.wrk, r.h2load, "tokens/s");
+  return r;
+}
 
-  // 4. Sustained: 1000 streams offered 200 tokens/s each (10 events per 50 ms).
+// 4. Sustained: 1000 streams offered 200 tokens/s each (10 events per 50 ms).
+Rate MeasureSustained(int seconds) {
   Child paced = SpawnServer({1000, 50000, 10});
   const Rate sustained = CrestBench(Options(paced.port, 1000, 300), 2 * seconds, true);
   paced.Stop();
@@ -575,7 +583,17 @@ int main(int argc, char** argv) {
       "Sustained, 1000 streams offered 200000 tokens/s: crest-bench %.0f tokens/s, client CPU "
       "%.2f cores%s\n",
       sustained.per_second, sustained.cpu_cores, sustained.client_bound ? ", client-bound" : "");
+  return sustained;
+}
 
+void PrintSummary(const std::vector<Timing>& timings, const PeerRates& text,
+                  const PeerRates& stream, const Rate& sustained) {
+  const Rate& crest = text.crest;
+  const Rate& wrk = text.wrk;
+  const Rate& h2 = text.h2load;
+  const Rate& sflat = stream.crest;
+  const Rate& swrk = stream.wrk;
+  const Rate& sh2 = stream.h2load;
   std::printf("\n| figure | crest-bench | peers (same run) |\n|---|---|---|\n");
   for (const Timing& t : timings) {
     std::printf(
@@ -600,7 +618,28 @@ int main(int argc, char** argv) {
       CpuUs(crest), Ratio(CpuUs(crest), CpuUs(wrk)).c_str(), CpuUs(wrk),
       Ratio(CpuUs(crest), CpuUs(h2)).c_str(), CpuUs(h2));
   std::printf("| same, libcurl path (`--http-client libcurl`) | %.2f us, %.0f req/s | %s wrk |\n",
-              CpuUs(crest_curl), crest_curl.per_second,
-              Ratio(crest_curl.per_second, wrk.per_second).c_str());
+              CpuUs(text.crest_curl), text.crest_curl.per_second,
+              Ratio(text.crest_curl.per_second, wrk.per_second).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int seconds = 2;
+  if (auto rc = ParseArgs(argc, argv, &seconds)) return *rc;
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  std::printf("loadgen_bench: client on %s, server on %s; load average at start: ",
+              TwoCpus() ? "CPU 0" : "any CPU", TwoCpus() ? "CPU 1" : "any CPU");
+  std::fflush(stdout);
+  std::system("cut -d' ' -f1-3 /proc/loadavg");
+
+  const std::vector<Timing> timings = MeasureFirstTokenTimes();
+  const PeerRates text = MeasureNonStreaming(seconds);
+  const PeerRates stream = MeasureStreaming(seconds);
+  const Rate sustained = MeasureSustained(seconds);
+  PrintSummary(timings, text, stream, sustained);
   return 0;
 }

@@ -41,9 +41,24 @@ struct SseTestServer::Impl {
   awaitable<void> Session(tcp::socket socket);
   template <typename Stream>
   awaitable<void> Serve(Stream& stream);
+  // What a generation's reply sends: its API, tokens and their text.
+  struct Generation {
+    bool openai = false;
+    uint32_t tokens = 0;
+    uint32_t usage = 0;  // the tokens the reply's usage figures claim
+    std::string text;
+  };
   template <typename Stream>
   awaitable<bool> Reply(Stream& stream, const http::request<http::string_body>& req,
                         ServedRequest& rec);
+  // Reply's phases for a generation: all at once, or streamed then ended
+  // (the end is where a fault strikes).
+  template <typename Stream>
+  awaitable<bool> ReplyWhole(Stream& stream, const Generation& g, ServedRequest& rec);
+  template <typename Stream>
+  awaitable<bool> StreamTokens(Stream& stream, const Generation& g, ServedRequest& rec);
+  template <typename Stream>
+  awaitable<bool> EndStream(Stream& stream, ServedRequest& rec);
   void Record(ServedRequest rec) {
     absl::MutexLock lock(&mu);
     served.push_back(std::move(rec));
@@ -156,44 +171,64 @@ awaitable<bool> SseTestServer::Impl::Reply(Stream& stream,
         token);
     co_return !ec;
   }
-  const uint32_t n = o.tokens > 0 ? o.tokens : rec.max_tokens;
-  const uint32_t usage = o.fault == Fault::kUsageMismatch ? n + 1 : n;
-  std::string all;
-  for (uint32_t i = 0; i < n; ++i) absl::StrAppend(&all, "t", i, " ");
-  asio::steady_timer timer(co_await asio::this_coro::executor);
-  if (!rec.stream) {
-    if (o.text_delay > absl::ZeroDuration()) {
-      timer.expires_after(absl::ToChronoMilliseconds(o.text_delay));
-      co_await timer.async_wait(token);
-    }
-    std::string reply;
-    if (openai) {
-      reply = absl::StrCat(
-          R"({"id":"cmpl-1","object":"text_completion","created":1700000000,)", R"("model":)",
-          JsonString(rec.model), R"(,"choices":[{"index":0,"text":)", JsonString(all),
-          R"(,"finish_reason":"length"}],"usage":{"prompt_tokens":)", o.prompt_tokens,
-          R"(,"completion_tokens":)", usage, R"(,"total_tokens":)", o.prompt_tokens + usage, "}}");
-    } else {
-      reply = absl::StrCat(R"({"generated_text":)", JsonString(all),
-                           R"(,"details":{"finish_reason":"length","generated_tokens":)", usage,
-                           R"(,"prompt_tokens":)", o.prompt_tokens, "}}");
-    }
-    co_await asio::async_write(stream, asio::buffer(Response(200, "application/json", reply)),
-                               token);
-    rec.first_token_sent = rec.last_byte_sent = absl::Now();
-    rec.tokens_sent = n;
-    rec.completed = !ec;
-    co_return !ec;
+  Generation g;
+  g.openai = openai;
+  g.tokens = o.tokens > 0 ? o.tokens : rec.max_tokens;
+  g.usage = o.fault == Fault::kUsageMismatch ? g.tokens + 1 : g.tokens;
+  for (uint32_t i = 0; i < g.tokens; ++i) absl::StrAppend(&g.text, "t", i, " ");
+  if (!rec.stream) co_return co_await ReplyWhole(stream, g, rec);
+  if (!co_await StreamTokens(stream, g, rec)) co_return false;
+  co_return co_await EndStream(stream, rec);
+}
+
+template <typename Stream>
+awaitable<bool> SseTestServer::Impl::ReplyWhole(Stream& stream, const Generation& g,
+                                                ServedRequest& rec) {
+  boost::system::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  const SseServerOptions& o = options;
+  if (o.text_delay > absl::ZeroDuration()) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    timer.expires_after(absl::ToChronoMilliseconds(o.text_delay));
+    co_await timer.async_wait(token);
   }
+  std::string reply;
+  if (g.openai) {
+    reply =
+        absl::StrCat(R"({"id":"cmpl-1","object":"text_completion","created":1700000000,)",
+                     R"("model":)", JsonString(rec.model), R"(,"choices":[{"index":0,"text":)",
+                     JsonString(g.text), R"(,"finish_reason":"length"}],"usage":{"prompt_tokens":)",
+                     o.prompt_tokens, R"(,"completion_tokens":)", g.usage, R"(,"total_tokens":)",
+                     o.prompt_tokens + g.usage, "}}");
+  } else {
+    reply = absl::StrCat(R"({"generated_text":)", JsonString(g.text),
+                         R"(,"details":{"finish_reason":"length","generated_tokens":)", g.usage,
+                         R"(,"prompt_tokens":)", o.prompt_tokens, "}}");
+  }
+  co_await asio::async_write(stream, asio::buffer(Response(200, "application/json", reply)), token);
+  rec.first_token_sent = rec.last_byte_sent = absl::Now();
+  rec.tokens_sent = g.tokens;
+  rec.completed = !ec;
+  co_return !ec;
+}
+
+template <typename Stream>
+awaitable<bool> SseTestServer::Impl::StreamTokens(Stream& stream, const Generation& g,
+                                                  ServedRequest& rec) {
+  boost::system::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  const SseServerOptions& o = options;
   co_await asio::async_write(stream,
                              asio::buffer(std::string_view(
                                  "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                  "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")),
                              token);
   if (ec) co_return false;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(absl::ToChronoMicroseconds(o.first_token_delay));
   co_await timer.async_wait(token);
   const uint32_t per_write = std::max(1U, o.events_per_write);
+  const uint32_t n = g.tokens;
   uint32_t i = 0;
   while (i < n) {
     const bool fault_now =
@@ -205,7 +240,7 @@ awaitable<bool> SseTestServer::Impl::Reply(Stream& stream,
           i >= o.fault_after_tokens) {
         break;
       }
-      events += TokenEvent(openai, i, i + 1 == n, usage, o.prompt_tokens, rec.model, all);
+      events += TokenEvent(g.openai, i, i + 1 == n, g.usage, o.prompt_tokens, rec.model, g.text);
     }
     // Stamped as the write begins: asio writes at once and may resume this
     // coroutine later, when the thread is busy with other streams.
@@ -220,6 +255,14 @@ awaitable<bool> SseTestServer::Impl::Reply(Stream& stream,
       co_await timer.async_wait(token);
     }
   }
+  co_return true;
+}
+
+template <typename Stream>
+awaitable<bool> SseTestServer::Impl::EndStream(Stream& stream, ServedRequest& rec) {
+  boost::system::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  const SseServerOptions& o = options;
   switch (o.fault) {
     case Fault::kResetMidStream: {
       auto& socket = beast::get_lowest_layer(stream);
@@ -230,10 +273,12 @@ awaitable<bool> SseTestServer::Impl::Reply(Stream& stream,
     case Fault::kMalformedSse:
       co_await asio::async_write(stream, asio::buffer(Chunk("data: {\"token\": oops\n\n")), token);
       break;  // then the normal end: the client must already have given up
-    case Fault::kStall:
+    case Fault::kStall: {
+      asio::steady_timer timer(co_await asio::this_coro::executor);
       timer.expires_after(std::chrono::hours(1));
       co_await timer.async_wait(token);
       co_return false;
+    }
     case Fault::kTruncate:
       co_await asio::async_write(stream, asio::buffer(std::string_view("0\r\n\r\n")), token);
       rec.last_byte_sent = absl::Now();

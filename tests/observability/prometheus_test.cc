@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -156,79 +157,84 @@ std::string PointKey(const nlohmann::json& labels) {
                       "/", labels["max_batch_size"].get<std::string>());
 }
 
-TEST(PrometheusTest, ScrapesACampaignAndServesEveryDashboardPanel) {
-  const std::string prometheus = FindOnPath("prometheus");
-  const std::string promtool = FindOnPath("promtool");
-  if (prometheus.empty() || promtool.empty()) {
-    GTEST_SKIP() << "prometheus/promtool not installed: apt-get install prometheus "
-                    "(listed in scripts/debian-packages.txt)";
+// One campaign on a controller and two agents, scraped by a real Prometheus;
+// the test's phases check what each part of the stack publishes.
+class PrometheusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    prometheus_ = FindOnPath("prometheus");
+    promtool_ = FindOnPath("promtool");
+    if (prometheus_.empty() || promtool_.empty()) {
+      GTEST_SKIP() << "prometheus/promtool not installed: apt-get install prometheus "
+                      "(listed in scripts/debian-packages.txt)";
+    }
+    stack_.emplace();
   }
-  Stack stack;
-  ASSERT_TRUE(stack.StartController()) << stack.error();
-  ASSERT_TRUE(stack.StartAgent("node-1", "LLaMa3-8B", kTimeScale)) << stack.error();
-  ASSERT_TRUE(stack.StartAgent("node-2", "LLaMa2-13B", kTimeScale)) << stack.error();
+
+  Stack& stack() { return *stack_; }
 
   // Prometheus in a temp dir, scraping everything four times a second.
-  const std::string rules = e2e::SourceDir() + "/deploy/prometheus/crest-rules.yml";
-  std::string config = absl::StrCat(
-      "global: {scrape_interval: 250ms, evaluation_interval: 250ms}\n", "rule_files: [\"", rules,
-      "\"]\n", "scrape_configs:\n", "  - job_name: crest-controller\n",
-      "    static_configs: [{targets: [\"", stack.controller_metrics(), "\"]}]\n",
-      "  - job_name: crest-agent\n    static_configs:\n");
-  std::string daemons = "  - job_name: mindie\n    static_configs:\n";
-  for (const auto& [node, e] : stack.agents()) {
-    absl::StrAppend(&config, "      - targets: [\"", e.metrics, "\"]\n");
-    absl::StrAppend(&daemons, "      - {targets: [\"", e.sim_metrics, "\"], labels: {node: ", node,
-                    "}}\n");
+  void StartPrometheus() {
+    rules_ = e2e::SourceDir() + "/deploy/prometheus/crest-rules.yml";
+    std::string config = absl::StrCat(
+        "global: {scrape_interval: 250ms, evaluation_interval: 250ms}\n", "rule_files: [\"", rules_,
+        "\"]\n", "scrape_configs:\n", "  - job_name: crest-controller\n",
+        "    static_configs: [{targets: [\"", stack().controller_metrics(), "\"]}]\n",
+        "  - job_name: crest-agent\n    static_configs:\n");
+    std::string daemons = "  - job_name: mindie\n    static_configs:\n";
+    for (const auto& [node, e] : stack().agents()) {
+      absl::StrAppend(&config, "      - targets: [\"", e.metrics, "\"]\n");
+      absl::StrAppend(&daemons, "      - {targets: [\"", e.sim_metrics,
+                      "\"], labels: {node: ", node, "}}\n");
+    }
+    config += daemons;
+    const std::string config_file = stack().dir().File("prometheus.yml");
+    ASSERT_TRUE(WriteFileAtomically(config_file, config).ok());
+    // Held while Prometheus runs: it binds with SO_REUSEADDR, as Go does.
+    auto port = ReserveListenPort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    port_ = *std::move(port);
+    auto server = Process::Start(
+        prometheus_,
+        {"--config.file=" + config_file, "--storage.tsdb.path=" + stack().dir().File("tsdb"),
+         absl::StrCat("--web.listen-address=127.0.0.1:", port_.port()), "--log.level=warn"},
+        "prometheus");
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    const std::string base = absl::StrCat("http://127.0.0.1:", port_.port());
+    prom_.emplace(base);
+    auto ready = PollUntil([&] { return HttpGet(base + "/-/ready"); },
+                           [](const absl::StatusOr<std::string>& r) { return r.ok(); });
+    ASSERT_TRUE(ready.ok()) << ready.status() << "\n" << server_->output();
+    exposers_ = {{"controller", stack().controller_metrics()}};
+    for (const auto& [node, e] : stack().agents()) {
+      exposers_.emplace_back("agent " + node, e.metrics);
+      exposers_.emplace_back("mindie-sim of " + node, e.sim_metrics);
+    }
   }
-  config += daemons;
-  const std::string config_file = stack.dir().File("prometheus.yml");
-  ASSERT_TRUE(WriteFileAtomically(config_file, config).ok());
-  // Held while Prometheus runs: it binds with SO_REUSEADDR, as Go does.
-  auto port = ReserveListenPort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  auto server = Process::Start(
-      prometheus,
-      {"--config.file=" + config_file, "--storage.tsdb.path=" + stack.dir().File("tsdb"),
-       absl::StrCat("--web.listen-address=127.0.0.1:", port->port()), "--log.level=warn"},
-      "prometheus");
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string base = absl::StrCat("http://127.0.0.1:", port->port());
-  Prometheus prom(base);
-  auto ready = PollUntil([&] { return HttpGet(base + "/-/ready"); },
-                         [](const absl::StatusOr<std::string>& r) { return r.ok(); });
-  ASSERT_TRUE(ready.ok()) << ready.status() << "\n" << (*server)->output();
 
-  // Every exposer's text passes promtool's linter.
-  std::set<std::string> published;
-  std::vector<std::pair<std::string, std::string>> exposers = {
-      {"controller", stack.controller_metrics()}};
-  for (const auto& [node, e] : stack.agents()) {
-    exposers.emplace_back("agent " + node, e.metrics);
-    exposers.emplace_back("mindie-sim of " + node, e.sim_metrics);
-  }
-  std::set<std::string> linted;
-  // Lints every exposer that answers now; the daemons answer only while a
-  // trial runs.
-  auto lint_all = [&] {
-    for (const auto& [who, address] : exposers) {
+  // Every exposer's text passes promtool's linter. Lints every exposer that
+  // answers now; the daemons answer only while a trial runs.
+  void LintExposers() {
+    for (const auto& [who, address] : exposers_) {
       auto body = HttpGet(absl::StrCat("http://", address, "/metrics"));
       if (!body.ok() && who.rfind("mindie-sim", 0) == 0) continue;
       ASSERT_TRUE(body.ok()) << who << ": " << body.status();
       const std::string& text = *body;
-      linted.insert(who);
-      for (const auto& n : DeclaredNames(text)) published.insert(n);
-      const std::string file = stack.dir().File("scrape.txt");
+      linted_.insert(who);
+      for (const auto& n : DeclaredNames(text)) published_.insert(n);
+      const std::string file = stack().dir().File("scrape.txt");
       ASSERT_TRUE(WriteFileAtomically(file, text).ok());
       e2e::CommandResult lint =
-          e2e::RunBinary("/bin/sh", {"-c", absl::StrCat(promtool, " check metrics < ", file)});
+          e2e::RunBinary("/bin/sh", {"-c", absl::StrCat(promtool_, " check metrics < ", file)});
       EXPECT_EQ(lint.code, 0) << who << ": " << lint.output << "\n" << text;
       EXPECT_EQ(lint.output, "") << who;
     }
-  };
-  lint_all();
+  }
 
-  const std::string id = stack.Submit(R"(name: obs
+  // The campaign to its end and its report; then one daemon per node again.
+  void RunCampaign() {
+    const std::string id = stack().Submit(R"(name: obs
 models:
   - {name: LLaMa3-8B, nodes: [node-1]}
   - {name: LLaMa2-13B, nodes: [node-2]}
@@ -236,166 +242,231 @@ search: {max_trials: 3, tolerance: 0.5}
 client: {request_count: 40, max_output_len: 64}
 host: {governor: performance, thp: always}
 )");
-  ASSERT_EQ(id, "c1") << stack.error();
-  const absl::Time campaign_start = absl::Now();
-  e2e::CommandResult watch = stack.Cli({"campaign", "watch", id}, absl::Seconds(60));
-  ASSERT_EQ(watch.code, 0) << watch.output;
-  ASSERT_THAT(watch.output, HasSubstr("succeeded"));
-  const std::string report_file = stack.dir().File("report.json");
-  ASSERT_EQ(stack.Cli({"campaign", "report", id, "--format", "json", "-o", report_file}).code, 0);
-  auto report = nlohmann::json::parse(*ReadFileToString(report_file), nullptr, false);
-  ASSERT_TRUE(report.is_object());
-  // Each trial stops its daemon; start one per node again (as an operator
-  // would with `crest node start`) so the daemons' own metrics can be read.
-  for (const auto& [node, e] : stack.agents()) {
-    e2e::CommandResult start = stack.NodeCli(node, {"node", "start"});
-    ASSERT_EQ(start.code, 0) << node << ": " << start.output;
+    ASSERT_EQ(id, "c1") << stack().error();
+    campaign_start_ = absl::Now();
+    e2e::CommandResult watch = stack().Cli({"campaign", "watch", id}, absl::Seconds(60));
+    ASSERT_EQ(watch.code, 0) << watch.output;
+    ASSERT_THAT(watch.output, HasSubstr("succeeded"));
+    const std::string report_file = stack().dir().File("report.json");
+    ASSERT_EQ(stack().Cli({"campaign", "report", id, "--format", "json", "-o", report_file}).code,
+              0);
+    report_ = nlohmann::json::parse(*ReadFileToString(report_file), nullptr, false);
+    ASSERT_TRUE(report_.is_object());
+    // Each trial stops its daemon; start one per node again (as an operator
+    // would with `crest node start`) so the daemons' own metrics can be read.
+    for (const auto& [node, e] : stack().agents()) {
+      e2e::CommandResult start = stack().NodeCli(node, {"node", "start"});
+      ASSERT_EQ(start.code, 0) << node << ": " << start.output;
+    }
   }
-  // After the campaign every family that it fills is declared; lint again.
-  lint_all();
-  EXPECT_EQ(linted.size(), exposers.size()) << "not every exposer was linted";
-  auto daemons_up = PollUntil([&] { return prom.Query(R"(up{job="mindie"} == 1)"); },
-                              [](const nlohmann::json& r) { return r.size() == 2; });
-  EXPECT_EQ(daemons_up.size(), 2u) << "Prometheus did not scrape both daemons";
+
+  // The report's curve: each ok trial's GenerateSpeed and preemptions by
+  // point, and the trials in all.
+  void ReadReportCurve() {
+    for (const auto& m : report_["models"]) {
+      for (const auto& t : m["trials"]) {
+        ++trials_;
+        if (t["status"] != "ok" || t["calibration"].get<bool>()) continue;
+        const std::string key =
+            absl::StrCat(m["model"].get<std::string>(), "/", t["node"].get<std::string>(), "/",
+                         t["maxBatchSize"].get<int64_t>());
+        expected_[key] = t["GenerateSpeed"].get<double>();
+        if (t.contains("preemptions")) preempted_[key] = t["preemptions"].get<int64_t>();
+      }
+    }
+    // At least one point per model (how far each search goes depends on the figures).
+    ASSERT_GE(expected_.size(), 2u) << report_.dump(2);
+  }
 
   // The curve: one series per ok trial, with the contract's labels and the report's figure.
-  std::map<std::string, double> expected;    // "model/node/maxBatchSize" -> GenerateSpeed
-  std::map<std::string, int64_t> preempted;  // same key -> the daemon's preemptions
-  int trials = 0;
-  for (const auto& m : report["models"]) {
-    for (const auto& t : m["trials"]) {
-      ++trials;
-      if (t["status"] != "ok" || t["calibration"].get<bool>()) continue;
-      const std::string key =
-          absl::StrCat(m["model"].get<std::string>(), "/", t["node"].get<std::string>(), "/",
-                       t["maxBatchSize"].get<int64_t>());
-      expected[key] = t["GenerateSpeed"].get<double>();
-      if (t.contains("preemptions")) preempted[key] = t["preemptions"].get<int64_t>();
+  void CheckCurveSeries() {
+    const std::string curve = R"(crest_trial_generate_speed_tokens_per_second{campaign="c1"})";
+    nlohmann::json series =
+        PollUntil([&] { return prom_->Query(curve); },
+                  [&](const nlohmann::json& r) { return r.size() == expected_.size(); });
+    ASSERT_EQ(series.size(), expected_.size()) << series.dump(2) << prom_->last_error();
+    for (const auto& s : series) {
+      const auto& labels = s["metric"];
+      EXPECT_EQ(labels["campaign"], "c1");
+      EXPECT_EQ(labels["calibration"], "false");
+      EXPECT_EQ(labels["job"], "crest-controller");
+      const std::string key = PointKey(labels);
+      ASSERT_EQ(expected_.count(key), 1u) << key << " not in the report";
+      const double value = std::stod(s["value"][1].get<std::string>());
+      EXPECT_NEAR(value, expected_[key], 1e-6 * expected_[key]) << key;
     }
   }
-  // At least one point per model (how far each search goes depends on the figures).
-  ASSERT_GE(expected.size(), 2u) << report.dump(2);
-  const std::string curve = R"(crest_trial_generate_speed_tokens_per_second{campaign="c1"})";
-  nlohmann::json series =
-      PollUntil([&] { return prom.Query(curve); },
-                [&](const nlohmann::json& r) { return r.size() == expected.size(); });
-  ASSERT_EQ(series.size(), expected.size()) << series.dump(2) << prom.last_error();
-  for (const auto& s : series) {
-    const auto& labels = s["metric"];
-    EXPECT_EQ(labels["campaign"], "c1");
-    EXPECT_EQ(labels["calibration"], "false");
-    EXPECT_EQ(labels["job"], "crest-controller");
-    const std::string key = PointKey(labels);
-    ASSERT_EQ(expected.count(key), 1u) << key << " not in the report";
-    const double value = std::stod(s["value"][1].get<std::string>());
-    EXPECT_NEAR(value, expected[key], 1e-6 * expected[key]) << key;
-  }
+
   // The preemptions per point (the dashboard's panel): the agent reads the
   // daemon's counters in every run, so each point has the report's count.
-  ASSERT_EQ(preempted.size(), expected.size()) << "points without preemptions: " << report.dump(2);
-  nlohmann::json preemptions = PollUntil(
-      [&] { return prom.Query(R"(crest_trial_preemptions{campaign="c1",calibration="false"})"); },
-      [&](const nlohmann::json& r) { return r.size() == preempted.size(); });
-  ASSERT_EQ(preemptions.size(), preempted.size()) << preemptions.dump(2) << prom.last_error();
-  for (const auto& s : preemptions) {
-    const std::string key = PointKey(s["metric"]);
-    ASSERT_EQ(preempted.count(key), 1u) << key << " not in the report";
-    EXPECT_EQ(std::stod(s["value"][1].get<std::string>()), static_cast<double>(preempted[key]))
-        << key;
-  }
-  // Trials counted, best so far as the report's best, benchmarks per node.
-  auto total =
-      PollUntil([&] { return prom.Query(R"(sum(crest_trials_total{campaign="c1"}))"); },
-                [&](const nlohmann::json& r) {
-                  return r.size() == 1 && std::stoi(r[0]["value"][1].get<std::string>()) == trials;
-                });
-  ASSERT_EQ(total.size(), 1u);
-  EXPECT_EQ(std::stoi(total[0]["value"][1].get<std::string>()), trials);
-  for (const auto& m : report["models"]) {
-    auto best = prom.Query(absl::StrCat(R"(crest_best_max_batch_size{campaign="c1",model=")",
-                                        m["model"].get<std::string>(), "\"}"));
-    ASSERT_EQ(best.size(), 1u) << m["model"];
-    EXPECT_EQ(std::stoi(best[0]["value"][1].get<std::string>()),
-              m["best"]["maxBatchSize"].get<int>());
-  }
-  // Each agent ran one benchmark per ok trial of its node.
-  std::map<std::string, int> ok_per_node;
-  for (const auto& m : report["models"]) {
-    for (const auto& t : m["trials"]) {
-      if (t["status"] == "ok") ++ok_per_node[t["node"].get<std::string>()];
+  void CheckPreemptions() {
+    ASSERT_EQ(preempted_.size(), expected_.size())
+        << "points without preemptions: " << report_.dump(2);
+    nlohmann::json preemptions = PollUntil(
+        [&] {
+          return prom_->Query(R"(crest_trial_preemptions{campaign="c1",calibration="false"})");
+        },
+        [&](const nlohmann::json& r) { return r.size() == preempted_.size(); });
+    ASSERT_EQ(preemptions.size(), preempted_.size()) << preemptions.dump(2) << prom_->last_error();
+    for (const auto& s : preemptions) {
+      const std::string key = PointKey(s["metric"]);
+      ASSERT_EQ(preempted_.count(key), 1u) << key << " not in the report";
+      EXPECT_EQ(std::stod(s["value"][1].get<std::string>()), static_cast<double>(preempted_[key]))
+          << key;
     }
   }
-  auto benchmarks =
-      PollUntil([&] { return prom.Query(R"(crest_agent_benchmarks_total{result="ok"})"); },
-                [&](const nlohmann::json& r) {
-                  int sum = 0;
-                  for (const auto& b : r) sum += std::stoi(b["value"][1].get<std::string>());
-                  return r.size() == 2 && sum == ok_per_node["node-1"] + ok_per_node["node-2"];
-                });
-  ASSERT_EQ(benchmarks.size(), 2u) << benchmarks.dump();
-  for (const auto& b : benchmarks) {
-    const std::string node = b["metric"]["node"].get<std::string>();
-    EXPECT_EQ(std::stoi(b["value"][1].get<std::string>()), ok_per_node[node]) << b.dump();
-    EXPECT_EQ(b["metric"]["job"], "crest-agent");
+
+  // Trials counted, best so far as the report's best.
+  void CheckTrialsAndBest() {
+    auto total = PollUntil(
+        [&] { return prom_->Query(R"(sum(crest_trials_total{campaign="c1"}))"); },
+        [&](const nlohmann::json& r) {
+          return r.size() == 1 && std::stoi(r[0]["value"][1].get<std::string>()) == trials_;
+        });
+    ASSERT_EQ(total.size(), 1u);
+    EXPECT_EQ(std::stoi(total[0]["value"][1].get<std::string>()), trials_);
+    for (const auto& m : report_["models"]) {
+      auto best = prom_->Query(absl::StrCat(R"(crest_best_max_batch_size{campaign="c1",model=")",
+                                            m["model"].get<std::string>(), "\"}"));
+      ASSERT_EQ(best.size(), 1u) << m["model"];
+      EXPECT_EQ(std::stoi(best[0]["value"][1].get<std::string>()),
+                m["best"]["maxBatchSize"].get<int>());
+    }
   }
+
+  // Each agent ran one benchmark per ok trial of its node.
+  void CheckBenchmarksPerNode() {
+    std::map<std::string, int> ok_per_node;
+    for (const auto& m : report_["models"]) {
+      for (const auto& t : m["trials"]) {
+        if (t["status"] == "ok") ++ok_per_node[t["node"].get<std::string>()];
+      }
+    }
+    auto benchmarks =
+        PollUntil([&] { return prom_->Query(R"(crest_agent_benchmarks_total{result="ok"})"); },
+                  [&](const nlohmann::json& r) {
+                    int sum = 0;
+                    for (const auto& b : r) sum += std::stoi(b["value"][1].get<std::string>());
+                    return r.size() == 2 && sum == ok_per_node["node-1"] + ok_per_node["node-2"];
+                  });
+    ASSERT_EQ(benchmarks.size(), 2u) << benchmarks.dump();
+    for (const auto& b : benchmarks) {
+      const std::string node = b["metric"]["node"].get<std::string>();
+      EXPECT_EQ(std::stoi(b["value"][1].get<std::string>()), ok_per_node[node]) << b.dump();
+      EXPECT_EQ(b["metric"]["job"], "crest-agent");
+    }
+  }
+
   // The hosts were restored at the end: no longer tuned.
-  auto tuned =
-      PollUntil([&] { return prom.Query("max(crest_agent_host_tuned)"); },
-                [](const nlohmann::json& r) { return r.size() == 1 && r[0]["value"][1] == "0"; });
-  ASSERT_EQ(tuned.size(), 1u) << prom.last_error();
-  EXPECT_EQ(tuned[0]["value"][1], "0");
+  void CheckHostsRestored() {
+    auto tuned =
+        PollUntil([&] { return prom_->Query("max(crest_agent_host_tuned)"); },
+                  [](const nlohmann::json& r) { return r.size() == 1 && r[0]["value"][1] == "0"; });
+    ASSERT_EQ(tuned.size(), 1u) << prom_->last_error();
+    EXPECT_EQ(tuned[0]["value"][1], "0");
+  }
+
   // The recording rule over the curve sees the same points.
-  auto recorded = PollUntil(
-      [&] {
-        return prom.Query(
-            R"(crest:trial_generate_speed_tokens_per_second:max_by_point{campaign="c1"})");
-      },
-      [&](const nlohmann::json& r) { return r.size() == expected.size(); });
-  EXPECT_EQ(recorded.size(), expected.size()) << recorded.dump();
+  void CheckRecordingRule() {
+    auto recorded = PollUntil(
+        [&] {
+          return prom_->Query(
+              R"(crest:trial_generate_speed_tokens_per_second:max_by_point{campaign="c1"})");
+        },
+        [&](const nlohmann::json& r) { return r.size() == expected_.size(); });
+    EXPECT_EQ(recorded.size(), expected_.size()) << recorded.dump();
+  }
 
   // The dashboard: every panel query, variables substituted, has data; every
   // metric it reads is published by an exposer or a recording rule.
-  for (const auto& r : RecordingRules(rules)) published.insert(r);
-  auto dashboard_text = ReadFileToString(e2e::SourceDir() + "/deploy/grafana/crest-dashboard.json");
-  ASSERT_TRUE(dashboard_text.ok());
-  auto dashboard = nlohmann::json::parse(*dashboard_text, nullptr, false);
-  ASSERT_TRUE(dashboard.is_object());
-  std::vector<nlohmann::json> panels;
-  CollectPanels(dashboard["panels"], &panels);
-  ASSERT_GE(panels.size(), 6u);
-  // Every panel has data, the preemption one included: the agent reads the
-  // daemon's metrics in every run, and mindie-sim publishes its preemption
-  // counter from the start, so each ok trial records a count (0 below the knee).
-  int queried = 0;
-  for (const auto& panel : panels) {
-    const std::string title = panel.value("title", "");
-    for (const auto& target : panel["targets"]) {
-      const std::string expr = target.value("expr", "");
-      ASSERT_FALSE(expr.empty()) << title;
-      for (const auto& name : QueriedNames(expr)) {
-        EXPECT_EQ(published.count(name), 1u)
-            << "panel '" << title << "' queries " << name << ", which no exposer publishes";
+  void CheckDashboard() {
+    for (const auto& r : RecordingRules(rules_)) published_.insert(r);
+    auto dashboard_text =
+        ReadFileToString(e2e::SourceDir() + "/deploy/grafana/crest-dashboard.json");
+    ASSERT_TRUE(dashboard_text.ok());
+    auto dashboard = nlohmann::json::parse(*dashboard_text, nullptr, false);
+    ASSERT_TRUE(dashboard.is_object());
+    std::vector<nlohmann::json> panels;
+    CollectPanels(dashboard["panels"], &panels);
+    ASSERT_GE(panels.size(), 6u);
+    // Every panel has data, the preemption one included: the agent reads the
+    // daemon's metrics in every run, and mindie-sim publishes its preemption
+    // counter from the start, so each ok trial records a count (0 below the knee).
+    int queried = 0;
+    for (const auto& panel : panels) {
+      const std::string title = panel.value("title", "");
+      for (const auto& target : panel["targets"]) {
+        ASSERT_NO_FATAL_FAILURE(CheckPanelTarget(title, target));
+        ++queried;
       }
-      const std::string promql = absl::StrReplaceAll(expr, {{"$campaign", "c1"},
-                                                            {"${campaign}", "c1"},
-                                                            {"$model", "LLaMa3-8B|LLaMa2-13B"},
-                                                            {"$node", "node-1|node-2"},
-                                                            {"$__rate_interval", "1m"},
-                                                            {"$__interval", "5s"},
-                                                            {"$__range", "5m"}});
-      ASSERT_EQ(promql.find('$'), std::string::npos) << title << ": " << promql;
-      ++queried;
-      // As Grafana asks: an instant query for instant targets, else a range
-      // query over the campaign (the daemons' series end with each trial).
-      const bool instant = target.value("instant", false);
-      auto result = PollUntil(
-          [&] { return instant ? prom.Query(promql) : prom.QueryRange(promql, campaign_start); },
-          [](const nlohmann::json& r) { return !r.empty(); }, absl::Seconds(15));
-      EXPECT_FALSE(result.empty())
-          << "panel '" << title << "': no data for " << promql << " " << prom.last_error();
     }
+    EXPECT_GE(queried, 10);
   }
-  EXPECT_GE(queried, 10);
+
+  // One panel query: the metrics it reads are published, and it has data.
+  void CheckPanelTarget(const std::string& title, const nlohmann::json& target) {
+    const std::string expr = target.value("expr", "");
+    ASSERT_FALSE(expr.empty()) << title;
+    for (const auto& name : QueriedNames(expr)) {
+      EXPECT_EQ(published_.count(name), 1u)
+          << "panel '" << title << "' queries " << name << ", which no exposer publishes";
+    }
+    const std::string promql = absl::StrReplaceAll(expr, {{"$campaign", "c1"},
+                                                          {"${campaign}", "c1"},
+                                                          {"$model", "LLaMa3-8B|LLaMa2-13B"},
+                                                          {"$node", "node-1|node-2"},
+                                                          {"$__rate_interval", "1m"},
+                                                          {"$__interval", "5s"},
+                                                          {"$__range", "5m"}});
+    ASSERT_EQ(promql.find('$'), std::string::npos) << title << ": " << promql;
+    // As Grafana asks: an instant query for instant targets, else a range
+    // query over the campaign (the daemons' series end with each trial).
+    const bool instant = target.value("instant", false);
+    auto result = PollUntil(
+        [&] { return instant ? prom_->Query(promql) : prom_->QueryRange(promql, campaign_start_); },
+        [](const nlohmann::json& r) { return !r.empty(); }, absl::Seconds(15));
+    EXPECT_FALSE(result.empty()) << "panel '" << title << "': no data for " << promql << " "
+                                 << prom_->last_error();
+  }
+
+  std::string prometheus_;
+  std::string promtool_;
+  std::optional<Stack> stack_;  // set up unless the test is skipped
+  std::string rules_;           // deploy/prometheus/crest-rules.yml
+  PortReservation port_;        // Prometheus's
+  std::unique_ptr<Process> server_;
+  std::optional<Prometheus> prom_;
+  std::vector<std::pair<std::string, std::string>> exposers_;  // who, address
+  std::set<std::string> linted_;                               // exposers linted at least once
+  std::set<std::string> published_;                            // metric names the exposers declare
+  nlohmann::json report_;
+  absl::Time campaign_start_;
+  std::map<std::string, double> expected_;    // "model/node/maxBatchSize" -> GenerateSpeed
+  std::map<std::string, int64_t> preempted_;  // same key -> the daemon's preemptions
+  int trials_ = 0;
+};
+
+TEST_F(PrometheusTest, ScrapesACampaignAndServesEveryDashboardPanel) {
+  ASSERT_TRUE(stack().StartController()) << stack().error();
+  ASSERT_TRUE(stack().StartAgent("node-1", "LLaMa3-8B", kTimeScale)) << stack().error();
+  ASSERT_TRUE(stack().StartAgent("node-2", "LLaMa2-13B", kTimeScale)) << stack().error();
+  ASSERT_NO_FATAL_FAILURE(StartPrometheus());
+  LintExposers();
+  ASSERT_NO_FATAL_FAILURE(RunCampaign());
+  // After the campaign every family that it fills is declared; lint again.
+  LintExposers();
+  EXPECT_EQ(linted_.size(), exposers_.size()) << "not every exposer was linted";
+  auto daemons_up = PollUntil([&] { return prom_->Query(R"(up{job="mindie"} == 1)"); },
+                              [](const nlohmann::json& r) { return r.size() == 2; });
+  EXPECT_EQ(daemons_up.size(), 2u) << "Prometheus did not scrape both daemons";
+  ASSERT_NO_FATAL_FAILURE(ReadReportCurve());
+  ASSERT_NO_FATAL_FAILURE(CheckCurveSeries());
+  ASSERT_NO_FATAL_FAILURE(CheckPreemptions());
+  ASSERT_NO_FATAL_FAILURE(CheckTrialsAndBest());
+  ASSERT_NO_FATAL_FAILURE(CheckBenchmarksPerNode());
+  ASSERT_NO_FATAL_FAILURE(CheckHostsRestored());
+  CheckRecordingRule();
+  CheckDashboard();
 }
 
 }  // namespace
