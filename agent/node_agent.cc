@@ -7,11 +7,7 @@
 #include <iterator>
 #include <optional>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
@@ -26,71 +22,6 @@
 #include "common/version.h"
 
 namespace crest::agent {
-namespace {
-
-std::vector<std::string> SplitCells(absl::string_view line) {
-  std::vector<std::string> cells;
-  for (absl::string_view c : absl::StrSplit(line, '|')) {
-    cells.emplace_back(absl::StripAsciiWhitespace(c));
-  }
-  return cells;
-}
-
-}  // namespace
-
-// npu-smi info prints two rows per NPU:
-// | 0     910B3               | OK            | 93.5        45                0    / 0 | | 0 |
-// 0000:C1:00.0  | 0           0    / 0          3379 / 65536         |
-std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text) {
-  std::vector<crest::v1::NpuDevice> out;
-  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
-  for (size_t i = 0; i + 1 < lines.size(); ++i) {
-    std::vector<std::string> cells = SplitCells(lines[i]);
-    if (cells.size() < 4) continue;
-    std::vector<std::string> first = absl::StrSplit(cells[1], ' ', absl::SkipWhitespace());
-    uint32_t id = 0;
-    if (first.size() != 2 || !absl::SimpleAtoi(first[0], &id)) continue;
-    if (cells[2].empty() || absl::ascii_isdigit(static_cast<unsigned char>(cells[2][0]))) continue;
-    crest::v1::NpuDevice d;
-    d.set_id(id);
-    d.set_name(first[1]);
-    d.set_health(cells[2]);
-    std::vector<std::string> next = SplitCells(lines[i + 1]);
-    if (next.size() >= 4) {
-      // The last "used / total" pair of the second row is HBM in MB.
-      std::vector<std::string> parts = absl::StrSplit(next[3], '/');
-      if (parts.size() >= 2) {
-        std::vector<std::string> used =
-            absl::StrSplit(parts[parts.size() - 2], ' ', absl::SkipWhitespace());
-        uint64_t u = 0;
-        uint64_t t = 0;
-        if (!used.empty() && absl::SimpleAtoi(used.back(), &u) &&
-            absl::SimpleAtoi(absl::StripAsciiWhitespace(parts.back()), &t)) {
-          d.set_hbm_used_mib(u);
-          d.set_hbm_total_mib(t);
-        }
-      }
-    }
-    out.push_back(d);
-    ++i;
-  }
-  return out;
-}
-
-std::map<uint32_t, std::vector<uint32_t>> ParseNpuSmiTopo(const std::string& text) {
-  std::map<uint32_t, std::vector<uint32_t>> out;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    std::vector<absl::string_view> cells = absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    uint32_t id = 0;
-    if (cells.size() < 3 || !absl::ConsumePrefix(&cells[0], "NPU") ||
-        !absl::SimpleAtoi(cells[0], &id)) {
-      continue;
-    }
-    auto cpus = ParseCpuList(cells.back());
-    if (cpus.ok() && !cpus->empty()) out[id] = *std::move(cpus);
-  }
-  return out;
-}
 
 NodeAgent::NodeAgent(NodeAgentOptions options, AgentConfig config, const Clock* clock,
                      HostTuner::CpupowerRunner cpupower, BenchmarkRunner benchmark)
@@ -140,10 +71,10 @@ absl::StatusOr<NodeAgent::Slot*> NodeAgent::FindSlot(uint32_t index) const {
   return slots_[index].get();
 }
 
-std::vector<crest::v1::NpuDevice> NodeAgent::ListNpus(std::string* note) const {
+absl::StatusOr<NpuSmiInfo> NodeAgent::ListNpus(std::string* note) const {
   if (options_.npu_smi.empty()) {
     *note = "npu-smi not found";
-    return {};
+    return NpuSmiInfo{};
   }
   SpawnOptions smi;
   smi.argv = {options_.npu_smi, "info"};
@@ -152,16 +83,17 @@ std::vector<crest::v1::NpuDevice> NodeAgent::ListNpus(std::string* note) const {
   if (!out.ok() || out->exit.code != 0) {
     *note = absl::StrCat("npu-smi info failed: ", out.ok() ? out->output.substr(0, 200)
                                                            : std::string(out.status().message()));
-    return {};
+    return NpuSmiInfo{};
   }
-  std::vector<crest::v1::NpuDevice> npus = ParseNpuSmiInfo(out->output);
-  if (npus.empty()) *note = "npu-smi info listed no NPU";
+  CREST_ASSIGN_OR_RETURN(NpuSmiInfo npus, ParseNpuSmiInfo(out->output));
+  if (npus.chips.empty()) *note = "npu-smi info listed no NPU";
   return npus;
 }
 
-std::map<uint32_t, uint32_t> NodeAgent::NpuNumaNodes(const Topology& topology) const {
+std::map<uint32_t, uint32_t> NodeAgent::NpuNumaNodes(const Topology& topology,
+                                                     const NpuSmiInfo& npus) const {
   std::map<uint32_t, uint32_t> out;
-  if (options_.npu_smi.empty()) return out;
+  if (options_.npu_smi.empty() || npus.chips.empty()) return out;
   SpawnOptions smi;
   smi.argv = {options_.npu_smi, "info", "-t", "topo"};
   smi.env = options_.npu_smi_env;
@@ -171,10 +103,15 @@ std::map<uint32_t, uint32_t> NodeAgent::NpuNumaNodes(const Topology& topology) c
                  run.ok() ? run->output.substr(0, 200) : std::string(run.status().message()));
     return out;
   }
-  for (const auto& [npu, cpus] : ParseNpuSmiTopo(run->output)) {
+  auto topo = ParseNpuSmiTopo(run->output);
+  if (!topo.ok()) {
+    spdlog::warn("the NPUs' NUMA nodes are unknown: {}", std::string(topo.status().message()));
+    return out;
+  }
+  for (const auto& [device, cpus] : DeviceCpuAffinity(npus, *topo)) {
     for (const NumaNodeInfo& node : topology.numa_nodes) {
       if (std::binary_search(node.cpus.begin(), node.cpus.end(), cpus.front())) {
-        out[npu] = node.id;
+        out[device] = node.id;
       }
     }
   }
@@ -184,11 +121,17 @@ std::map<uint32_t, uint32_t> NodeAgent::NpuNumaNodes(const Topology& topology) c
 absl::Status NodeAgent::SetUpSlots() {
   CREST_ASSIGN_OR_RETURN(Topology topology, ReadTopology(options_.sysfs_root));
   std::string note;
+  // Slots name devices by device id (npuDeviceIds), never by npu-smi's NPU
+  // (card) column: a 300I Duo's two chips share a card id.
+  auto listed = ListNpus(&note);
+  if (!listed.ok()) return Annotate(listed.status(), "slots: reading npu-smi info");
+  const std::map<uint32_t, uint32_t> nodes = NpuNumaNodes(topology, *listed);
   std::vector<HostNpu> npus;
-  const std::map<uint32_t, uint32_t> nodes = NpuNumaNodes(topology);
-  for (const crest::v1::NpuDevice& d : ListNpus(&note)) {
-    auto node = nodes.find(d.id());
-    npus.push_back({d.id(), node == nodes.end() ? std::nullopt : std::optional(node->second)});
+  for (const NpuChip& chip : listed->chips) {
+    auto node = nodes.find(chip.device_id);
+    npus.push_back({chip.device_id,
+                    node == nodes.end() ? std::nullopt : std::optional(node->second), chip.card_id,
+                    chip.chip_id});
   }
   // The model's cards per slot: worldSize of the original config.json.
   CREST_ASSIGN_OR_RETURN(MindieConfig original,
@@ -272,7 +215,12 @@ absl::StatusOr<crest::v1::NodeInfo> NodeAgent::GetNodeInfo() {
     node->set_cpu_list(FormatCpuList(n.cpus));
   }
   std::string note;
-  for (crest::v1::NpuDevice& d : ListNpus(&note)) *info.add_npus() = std::move(d);
+  auto npus = ListNpus(&note);
+  if (npus.ok()) {
+    for (crest::v1::NpuDevice& d : ToNpuDevices(*npus)) *info.add_npus() = std::move(d);
+  } else {
+    note = std::string(npus.status().message());
+  }
   info.set_npu_note(note);
   for (const auto& slot : slots_) {
     const SlotRuntime& r = slot->runtime;

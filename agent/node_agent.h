@@ -18,6 +18,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/daemon_supervisor.h"
 #include "agent/host_tuner.h"
+#include "agent/npu_smi.h"
 #include "agent/slot_setup.h"
 #include "agent/slots.h"
 #include "common/clock.h"
@@ -98,10 +99,13 @@ class NodeAgent {
   absl::StatusOr<Slot*> FindSlot(uint32_t index) const;
   void AddSlot(SlotRuntime runtime);
   absl::Status SetUpSlots();
-  // The NPUs npu-smi lists; empty with `note` set when it cannot say.
-  std::vector<crest::v1::NpuDevice> ListNpus(std::string* note) const;
-  // Each NPU's NUMA node, from `npu-smi info -t topo`'s CPU affinity.
-  std::map<uint32_t, uint32_t> NpuNumaNodes(const Topology& topology) const;
+  // The chips `npu-smi info` lists (npu_smi.h); none with `note` set when
+  // npu-smi is absent or fails, an error naming the line when its table
+  // cannot be read.
+  absl::StatusOr<NpuSmiInfo> ListNpus(std::string* note) const;
+  // Each device's NUMA node (device id -> node), from `npu-smi info -t
+  // topo`'s CPU affinity; devices it cannot place are left out.
+  std::map<uint32_t, uint32_t> NpuNumaNodes(const Topology& topology, const NpuSmiInfo& npus) const;
   // CPUs no slot's daemon is pinned to (the benchmark clients'):
   // LoadGeneratorCpus over every slot's daemon.
   std::vector<uint32_t> ClientCpus(const Topology& topology) const;
@@ -118,12 +122,5 @@ class NodeAgent {
   // Set up before serving (constructor or Recover), then only read.
   std::vector<std::unique_ptr<Slot>> slots_;  // last: stopped first
 };
-
-// Parses `npu-smi info` (the overview table) into devices.
-std::vector<crest::v1::NpuDevice> ParseNpuSmiInfo(const std::string& text);
-
-// Parses `npu-smi info -t topo` (the link matrix) into each card's CPU
-// affinity, the last column: NPU id -> CPUs. Rows it cannot read are left out.
-std::map<uint32_t, std::vector<uint32_t>> ParseNpuSmiTopo(const std::string& text);
 
 }  // namespace crest::agent

@@ -5,9 +5,12 @@
 
 #include "nlohmann/json.hpp"
 
+#include "agent/npu_smi.h"
 #include "common/file_util.h"
+#include "common/status.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/test_paths.h"
 
 namespace crest::agent {
 namespace {
@@ -68,6 +71,46 @@ TEST(PrepareSlotsTest, TheBuiltInSimulatorsPortsAreHeldARealDaemonsOnlyPicked) {
   for (const SlotRuntime& slot : *real) {
     EXPECT_THAT(slot.reserved, IsEmpty());
     EXPECT_THAT(Ports(slot), ::testing::Each(::testing::Gt(0)));
+  }
+}
+
+// A 300I Duo host (cards 1, 2, 4, 5, two chips each) through npu-smi, the
+// plan and the working copies: npuDeviceIds are the chips' device ids.
+TEST(PrepareSlotsTest, EachSlotsNpuDeviceIdsAreTheDeviceIdsOfItsChips) {
+  auto text = ReadFileToString(crest::testing::SourceDir() +
+                               "/tests/data/real/npu-smi/"
+                               "300i-duo-310p3-4card-npu-smi-25.0.rc1.b033-critical.txt");
+  CREST_ASSERT_OK(text.status());
+  auto info = ParseNpuSmiInfo(*text);
+  CREST_ASSERT_OK(info.status());
+  std::vector<HostNpu> npus;
+  for (const NpuChip& c : info->chips)
+    npus.push_back({c.device_id, std::nullopt, c.card_id, c.chip_id});
+  Topology host;
+  host.cpu_count = 8;
+  host.online_cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  host.numa_nodes = {{0, {0, 1, 2, 3, 4, 5, 6, 7}}};
+  SlotsSpec automatic;
+  automatic.kind = SlotsSpec::Kind::kAuto;
+  auto plan = PlanSlots(automatic, npus, 2, host);
+  CREST_ASSERT_OK(plan.status());
+
+  TempDir dir;
+  CREST_ASSERT_OK(MakeDirectories(dir.File("conf")));
+  CREST_ASSERT_OK(WriteFileAtomically(dir.File("conf/config.json"), kConfigJson));
+  AgentConfig config;
+  config.config_json = dir.File("conf/config.json");
+  config.slots = automatic;
+  auto slots = PrepareSlots(config, *plan, dir.File("state"));
+  CREST_ASSERT_OK(slots.status());
+  ASSERT_EQ(slots->size(), 4u);
+  const std::vector<std::string> expected = {"[[0,1]]", "[[2,3]]", "[[4,5]]", "[[6,7]]"};
+  for (size_t i = 0; i < slots->size(); ++i) {
+    auto written = ReadFileToString((*slots)[i].config.config_json);
+    CREST_ASSERT_OK(written.status());
+    auto json = nlohmann::json::parse(*written);
+    EXPECT_EQ(json["BackendConfig"]["npuDeviceIds"].dump(), expected[i]) << "slot " << i;
+    EXPECT_EQ(json["BackendConfig"]["ModelDeployConfig"]["ModelConfig"][0]["worldSize"], 2);
   }
 }
 

@@ -31,6 +31,19 @@ std::vector<uint32_t> OnlineOf(const Topology& t, const NumaNodeInfo& node) {
   return out;
 }
 
+// The host's device ids, as a message names them: "0,1" plus which card and
+// chip each is when that differs from the id (a 300I Duo's "0=NPU 1792 chip 0").
+std::string DescribeHost(const std::vector<HostNpu>& npus, const std::vector<uint32_t>& ids) {
+  std::vector<std::string> places;
+  bool plain = true;
+  for (const HostNpu& n : npus) {
+    plain &= n.card_id == n.id && n.chip_id == 0;
+    places.push_back(absl::StrCat(n.id, "=NPU ", n.card_id, " chip ", n.chip_id));
+  }
+  return absl::StrCat("device ids ", absl::StrJoin(ids, ","),
+                      plain ? "" : absl::StrCat(": ", absl::StrJoin(places, ", ")));
+}
+
 absl::StatusOr<std::vector<std::vector<uint32_t>>> Groups(const SlotsSpec& spec,
                                                           const std::vector<HostNpu>& npus,
                                                           uint32_t world_size) {
@@ -39,6 +52,12 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> Groups(const SlotsSpec& spec,
   for (const HostNpu& n : npus) ids.push_back(n.id);
   std::sort(ids.begin(), ids.end());
   const std::set<uint32_t> have(ids.begin(), ids.end());
+  if (auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end()) {
+    // Two daemons would share a chip.
+    return absl::InvalidArgumentError(absl::StrCat("slots: npu-smi lists device id ", *twice,
+                                                   " twice (", DescribeHost(npus, ids),
+                                                   "); expected each chip once"));
+  }
   std::vector<std::vector<uint32_t>> groups;
   switch (spec.kind) {
     case SlotsSpec::Kind::kList: {
@@ -50,9 +69,9 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> Groups(const SlotsSpec& spec,
         }
         for (uint32_t id : spec.npus[i]) {
           if (!npus.empty() && have.count(id) == 0) {
-            return absl::InvalidArgumentError(absl::StrCat("slots[", i, "].npus: NPU ", id,
-                                                           " is not on this host (npu-smi lists ",
-                                                           absl::StrJoin(ids, ","), ")"));
+            return absl::InvalidArgumentError(absl::StrCat(
+                "slots[", i, "].npus: NPU ", id, " is not on this host (npu-smi lists ",
+                DescribeHost(npus, ids), "; npus takes device ids, as npuDeviceIds does)"));
           }
           if (auto [it, fresh] = owner.emplace(id, i); !fresh) {
             return absl::InvalidArgumentError(absl::StrCat(
@@ -89,7 +108,7 @@ absl::StatusOr<std::vector<std::vector<uint32_t>>> Groups(const SlotsSpec& spec,
       } else if (needed > ids.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "slots: ", spec.count, " slots of worldSize ", world_size, " need ", needed,
-            " NPUs, and the host has ", ids.size(), " (", absl::StrJoin(ids, ","), ")"));
+            " NPUs, and the host has ", ids.size(), " (", DescribeHost(npus, ids), ")"));
       }
       const auto width = static_cast<std::ptrdiff_t>(world_size);
       for (std::ptrdiff_t s = 0; s < static_cast<std::ptrdiff_t>(spec.count); ++s) {
@@ -139,9 +158,11 @@ absl::StatusOr<SlotsSpec> ParseSlotsSpec(const YAML::Node& node, const std::stri
     for (size_t j = 0; j < slot["npus"].size(); ++j) {
       uint32_t id = 0;
       if (!YAML::convert<uint32_t>::decode(slot["npus"][j], id) || id >= kMaxSlots) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(at, ".npus[", j, "]: expected an NPU id in [0, ", kMaxSlots - 1,
-                         "], got \"", YAML::Dump(slot["npus"][j]), "\""));
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ".npus[", j, "]: expected an NPU id in [0, ", kMaxSlots - 1, "], got \"",
+            YAML::Dump(slot["npus"][j]),
+            "\" (a device id as npuDeviceIds takes: npu-smi's Device or Phy-ID column, "
+            "not its NPU column)"));
       }
       ids.push_back(id);
     }

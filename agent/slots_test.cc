@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 
+#include "agent/npu_smi.h"
+#include "common/file_util.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
 
 namespace crest::agent {
 namespace {
@@ -185,6 +189,134 @@ TEST(SlotPlanTest, AListMustNameCardsOfThisHostOnceEach) {
   ASSERT_THAT(plan, IsOk());
   EXPECT_THAT(plan->slots[0].npus, ElementsAre(6, 7));
   EXPECT_THAT(plan->slots[1].npus, ElementsAre(0));
+}
+
+// The chips of a real `npu-smi info` (tests/data/real/npu-smi/) as the agent
+// hands them to PlanSlots: by device id, with their card and chip.
+std::vector<HostNpu> HostOf(const std::string& file) {
+  auto text = ReadFileToString(crest::testing::SourceDir() + "/tests/data/real/npu-smi/" + file);
+  EXPECT_THAT(text, IsOk()) << file;
+  if (!text.ok()) return {};
+  auto info = ParseNpuSmiInfo(*text);
+  EXPECT_THAT(info, IsOk()) << file;
+  if (!info.ok()) return {};
+  std::vector<HostNpu> out;
+  for (const NpuChip& c : info->chips)
+    out.push_back({c.device_id, std::nullopt, c.card_id, c.chip_id});
+  return out;
+}
+
+SlotsSpec Auto() {
+  SlotsSpec s;
+  s.kind = SlotsSpec::Kind::kAuto;
+  return s;
+}
+
+// Every chip in at most one slot, and each slot's (card, chip) places.
+std::vector<std::vector<std::pair<uint32_t, uint32_t>>> PlacesOf(const SlotPlan& plan,
+                                                                 const std::vector<HostNpu>& host) {
+  std::set<uint32_t> used;
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> out;
+  for (const SlotLayout& slot : plan.slots) {
+    auto& places = out.emplace_back();
+    for (uint32_t device : slot.npus) {
+      EXPECT_TRUE(used.insert(device).second) << "device " << device << " in two slots";
+      for (const HostNpu& n : host) {
+        if (n.id == device) places.emplace_back(n.card_id, n.chip_id);
+      }
+    }
+    EXPECT_EQ(places.size(), slot.npus.size()) << "a slot names a device npu-smi does not list";
+  }
+  return out;
+}
+
+using Place = std::pair<uint32_t, uint32_t>;
+
+// A 300I Duo card (NPU 1792) has two chips, devices 0 and 1: npuDeviceIds
+// take those, never the card id (which both rows of the card print).
+TEST(SlotPlanOnRealHostsTest, A300IDuoGivesEachChipItsOwnSlotByDeviceId) {
+  const std::vector<HostNpu> one_card = HostOf("300i-duo-310p3-1card-npu-smi-24.1.rc2-id1792.txt");
+  auto plan = PlanSlots(Auto(), one_card, 1, Host(2, 4));
+  ASSERT_THAT(plan, IsOk());
+  ASSERT_EQ(plan->slots.size(), 2u);
+  EXPECT_THAT(plan->slots[0].npus, ElementsAre(0));
+  EXPECT_THAT(plan->slots[1].npus, ElementsAre(1));
+  EXPECT_THAT(PlacesOf(*plan, one_card),
+              ElementsAre(ElementsAre(Place(1792, 0)), ElementsAre(Place(1792, 1))));
+
+  // Four cards (NPU 1, 2, 4, 5), worldSize 2: each slot is one card's two chips.
+  const std::vector<HostNpu> four =
+      HostOf("300i-duo-310p3-4card-npu-smi-25.0.rc1.b033-critical.txt");
+  auto pairs = PlanSlots(Auto(), four, 2, Host(2, 8));
+  ASSERT_THAT(pairs, IsOk());
+  ASSERT_EQ(pairs->slots.size(), 4u);
+  EXPECT_THAT(pairs->slots[2].npus, ElementsAre(4, 5));
+  EXPECT_THAT(
+      PlacesOf(*pairs, four),
+      ElementsAre(ElementsAre(Place(1, 0), Place(1, 1)), ElementsAre(Place(2, 0), Place(2, 1)),
+                  ElementsAre(Place(4, 0), Place(4, 1)), ElementsAre(Place(5, 0), Place(5, 1))));
+  auto singles = PlanSlots(Auto(), four, 1, Host(2, 16));
+  ASSERT_THAT(singles, IsOk());
+  EXPECT_EQ(singles->slots.size(), 8u);
+  PlacesOf(*singles, four);
+}
+
+TEST(SlotPlanOnRealHostsTest, A300IDuoListIsCheckedAgainstDeviceIds) {
+  const std::vector<HostNpu> host = HostOf("300i-duo-310p3-1card-npu-smi-24.1.rc2-id1792.txt");
+  auto spec = ParseSlotsSpec(YAML::Load("[{npus: [1]}, {npus: [0]}]"), "slots");
+  ASSERT_THAT(spec, IsOk());
+  auto plan = PlanSlots(*spec, host, 1, Host(2, 4));
+  ASSERT_THAT(plan, IsOk()) << "a correct list of device ids is accepted";
+  EXPECT_THAT(plan->slots[0].npus, ElementsAre(1));
+
+  SlotsSpec list;
+  list.kind = SlotsSpec::Kind::kList;
+  list.npus = {{2}};
+  EXPECT_THAT(PlanSlots(list, host, 1, Host(2, 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("slots[0].npus: NPU 2 is not on this host"),
+                             HasSubstr("device ids 0,1: 0=NPU 1792 chip 0, 1=NPU 1792 chip 1"))));
+  // The card id is not a device id.
+  EXPECT_THAT(ParseSlotsSpec(YAML::Load("[{npus: [1792]}]"), "slots"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("expected an NPU id in [0, 63]"),
+                             HasSubstr("npu-smi's Device or Phy-ID column"))));
+}
+
+// An A3 card (Ascend910) has two dies, Phy-ID 2k and 2k+1.
+TEST(SlotPlanOnRealHostsTest, AnA3GroupsDiesByPhyId) {
+  const std::vector<HostNpu> host = HostOf("a3-ascend910-8card-16chip-npu-smi-25.3.rc1.txt");
+  auto cards = PlanSlots(Auto(), host, 2, Host(2, 32));
+  ASSERT_THAT(cards, IsOk());
+  ASSERT_EQ(cards->slots.size(), 8u);
+  const auto places = PlacesOf(*cards, host);
+  for (uint32_t k = 0; k < 8; ++k) {
+    EXPECT_THAT(cards->slots[k].npus, ElementsAre(2 * k, 2 * k + 1));
+    EXPECT_THAT(places[k], ElementsAre(Place(k, 0), Place(k, 1)));
+  }
+  auto dies = PlanSlots(Auto(), host, 1, Host(2, 32));
+  ASSERT_THAT(dies, IsOk());
+  ASSERT_EQ(dies->slots.size(), 16u);
+  EXPECT_THAT(dies->slots[15].npus, ElementsAre(15));
+  PlacesOf(*dies, host);
+
+  SlotsSpec list;
+  list.kind = SlotsSpec::Kind::kList;
+  list.npus = {{14, 15}, {3}};
+  auto listed = PlanSlots(list, host, 2, Host(2, 32));
+  ASSERT_THAT(listed, IsOk());
+  EXPECT_THAT(PlacesOf(*listed, host),
+              ElementsAre(ElementsAre(Place(7, 0), Place(7, 1)), ElementsAre(Place(1, 1))));
+}
+
+TEST(SlotPlanOnRealHostsTest, AHostListingADeviceTwiceIsRefused) {
+  // What the first-row NPU column gave before device ids: card 1792 twice.
+  const std::vector<HostNpu> twice = {{1792, std::nullopt, 1792, 0}, {1792, std::nullopt, 1792, 1}};
+  EXPECT_THAT(PlanSlots(Auto(), twice, 1, Host(1, 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("npu-smi lists device id 1792 twice")));
+  EXPECT_THAT(PlanSlots(Count(1), twice, 1, Host(1, 4)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("twice")));
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "agent/node_agent.h"
+#include "agent/npu_smi.h"
 #include "common/subprocess.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
@@ -73,7 +73,9 @@ TEST(NpuDevicesTest, ACardServesOneSimulatorAndIsFreedWhenItDies) {
   EXPECT_EQ(table->exit.code, 0) << table->output;
   EXPECT_THAT(table->output, HasSubstr(absl::StrCat(a->pid())));
   EXPECT_THAT(table->output, HasSubstr(absl::StrCat(c->pid())));
-  std::vector<crest::v1::NpuDevice> npus = agent::ParseNpuSmiInfo(table->output);
+  auto parsed = agent::ParseNpuSmiInfo(table->output);
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << table->output;
+  std::vector<crest::v1::NpuDevice> npus = agent::ToNpuDevices(*parsed);
   ASSERT_EQ(npus.size(), 8u) << table->output;
   for (const crest::v1::NpuDevice& d : npus) {
     EXPECT_EQ(d.name(), "910B3");
