@@ -18,8 +18,8 @@
 
 #include "common/testing/fake_clock.h"
 #include "common/testing/test_ca.h"
-#include "controller/campaign_manager.h"
 #include "controller/campaign_io/spec_parser.h"
+#include "controller/campaign_manager.h"
 #include "controller/testing/failing_store.h"
 #include "controller/testing/fake_agent_client.h"
 
