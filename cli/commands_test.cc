@@ -31,6 +31,7 @@ class CrestCommandLine : public ::testing::Test {
     AddHealthCommand(*app_, &action_);
     args.insert(args.begin(), "crest");
     std::vector<char*> argv;
+    argv.reserve(args.size());
     for (std::string& a : args) argv.push_back(a.data());
     ::testing::internal::CaptureStderr();
     std::optional<int> rc = ParseCommandLine(*app_, static_cast<int>(argv.size()), argv.data());

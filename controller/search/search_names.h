@@ -50,6 +50,7 @@ static_assert(StrategyKindOf(kDefaultStrategy) == StrategyKind::kKnee,
 // The accepted names, in the table's order (for messages and did-you-mean).
 inline std::vector<std::string> KnownStrategies() {
   std::vector<std::string> names;
+  names.reserve(kStrategyNames.size());
   for (const StrategyName& entry : kStrategyNames) names.emplace_back(entry.name);
   return names;
 }
