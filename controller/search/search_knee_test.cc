@@ -12,6 +12,7 @@
 
 #include "controller/search/knee_reading.h"
 #include "controller/search/search.h"
+#include "controller/search/testing/trials.h"
 
 namespace crest::controller {
 namespace {
@@ -21,14 +22,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Lt;
 using Kind = PointOutcome::Kind;
-
-// A point that did not measure ok: infeasible or failed.
-PointOutcome NotOk(Kind kind, const std::string& reason) {
-  PointOutcome o;
-  o.kind = kind;
-  o.reason = reason;
-  return o;
-}
+using testing_trials::NotOk;
 
 // A search's range [lo, hi], the practice's start and the predicted knee.
 SearchSpace Space(int64_t lo, int64_t hi, int64_t initial, int64_t knee_guess) {

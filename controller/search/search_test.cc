@@ -5,20 +5,15 @@
 
 #include <functional>
 
+#include "controller/search/testing/trials.h"
+
 namespace crest::controller {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Kind = PointOutcome::Kind;
-
-// A point that did not measure ok: infeasible or failed.
-PointOutcome Ended(Kind kind, const std::string& reason) {
-  PointOutcome o;
-  o.kind = kind;
-  o.reason = reason;
-  return o;
-}
+using testing_trials::NotOk;
 
 SearchSpace Practice() { return {362, 1088, 435, 100, 0.02, 20}; }
 
@@ -83,7 +78,7 @@ TEST(PracticeSearch, DropWithinToleranceContinues) {
 TEST(PracticeSearch, InfeasiblePointEndsTheUpwardSearch) {
   std::string reason;
   auto visited = Walk(
-      Practice(), [](int64_t p) { return p > 500 ? Ended(Kind::kInfeasible, "") : Ok(p); },
+      Practice(), [](int64_t p) { return p > 500 ? NotOk(Kind::kInfeasible, "") : Ok(p); },
       &reason);
   EXPECT_THAT(visited, ElementsAre(435, 500, 600));
   EXPECT_THAT(reason, HasSubstr("600 is infeasible"));
@@ -92,7 +87,7 @@ TEST(PracticeSearch, InfeasiblePointEndsTheUpwardSearch) {
 TEST(PracticeSearch, FailedPointEndsTheSearch) {
   std::string reason;
   auto visited = Walk(
-      Practice(), [](int64_t) { return Ended(Kind::kFailed, ""); }, &reason);
+      Practice(), [](int64_t) { return NotOk(Kind::kFailed, ""); }, &reason);
   EXPECT_THAT(visited, ElementsAre(435));
   EXPECT_THAT(reason, HasSubstr("435 failed"));
 }

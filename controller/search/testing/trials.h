@@ -1,5 +1,6 @@
 // Trial records for the tests of the search and of the report built on it:
-// one model "m", trials at a point and repeat with a status and a figure.
+// one model "m", trials at a point and repeat with a status and a figure;
+// and the outcomes the strategies read.
 #pragma once
 
 #include <cstdint>
@@ -8,9 +9,18 @@
 #include "absl/strings/str_cat.h"
 
 #include "controller/search/campaign_records.h"
+#include "controller/search/search.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller::testing_trials {
+
+// A point that did not measure ok: infeasible or failed, for `reason`.
+inline PointOutcome NotOk(PointOutcome::Kind kind, const std::string& reason) {
+  PointOutcome o;
+  o.kind = kind;
+  o.reason = reason;
+  return o;
+}
 
 // A trial of model "m" at `point`, repeat `repeat`, ended with `status`.
 inline crest::v1::Trial Outcome(int64_t point, uint32_t repeat, crest::v1::TrialStatus status,
