@@ -130,7 +130,9 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       }
     } else {
       const int64_t lo_n = left.value_or(at);
-      const int64_t hi_n = right.value_or(std::min(hi + 1, cap));
+      // Never below the best (a best above the range's top, from a resumed
+      // campaign whose range shrank): the widths below are counts.
+      const int64_t hi_n = std::max(at, right.value_or(std::min(hi + 1, cap)));
       if (hi_n - lo_n <= 2 * res) {
         *why_done = absl::StrCat("throughput peaks at ", at, " between ", lo_n, " and ", hi_n);
         return {};

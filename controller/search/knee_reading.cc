@@ -106,10 +106,13 @@ int64_t Resolution(const SearchSpace& space, int64_t at, std::optional<double> w
 
 std::vector<std::pair<int64_t, const PointOutcome*>> Trusted(const Outcomes& finished,
                                                              const Reading& r) {
+  // A point at or above the lowest failure is infeasible to the search as
+  // to its answer (BestPoint), even when it once measured ok: the probes
+  // around the best assume the best lies below the cap.
+  const int64_t cap = Cap(finished);
   std::vector<std::pair<int64_t, const PointOutcome*>> out;
   for (const auto& [point, o] : finished) {
-    if (o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty() &&
-        (point < r.past || !r.signal)) {
+    if (TrustedBelow(point, o, cap) && (point < r.past || !r.signal)) {
       out.emplace_back(point, &o);
     }
   }

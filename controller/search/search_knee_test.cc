@@ -217,6 +217,29 @@ TEST(KneeSearch, InfeasibleTailCapsTheRangeAndTheSearchGoesOnBelow) {
       << ::testing::PrintToString(p.runs);
 }
 
+TEST(KneeSearch, AnOkPointAboveAFailureIsReadAsPastTheCap) {
+  // A failure below points that measured ok (a daemon that died once at
+  // 865, then served 899): without a preemption signal the best ok point
+  // lay above the cap, the peak's right width came out negative and the
+  // probe count wrapped around (the search allocated until it ran out of
+  // memory). Points at or above the lowest failure are infeasible to the
+  // search, as to its answer.
+  KneeSearch search;
+  SearchSpace s = Space(10, 1239, 1136, 816);
+  s.max_points = 21;
+  Outcomes finished;
+  finished[800] = Measured(1000, std::nullopt);
+  finished[832] = Measured(1010, std::nullopt);
+  finished[899] = Measured(1100, std::nullopt);
+  finished[865] = NotOk(Kind::kFailed, "daemon exited");
+  SearchDecision d = search.Decide(s, finished, 2);
+  EXPECT_THAT(d.wanted, Each(Lt(865)));
+  EXPECT_LE(d.wanted.size(), 2u);
+  std::optional<SearchAnswer> best = search.Best(s, finished);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->point, 832);
+}
+
 TEST(KneeSearch, NoKneeInTheRangeEndsAtItsTop) {
   KneeSearch search;
   SearchSpace s = Reference();
