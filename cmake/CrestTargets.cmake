@@ -37,7 +37,9 @@ endfunction()
 # crest_test(NAME SOURCES... [DEPS targets...] [LABELS labels...])
 # A GoogleTest binary; every TEST becomes its own ctest entry.
 function(crest_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  # RESOURCE_LOCK: a name the binary's tests hold while they run, so ctest -j
+  # never runs two of them at once (a fixed port they all use).
+  cmake_parse_arguments(ARG "" "RESOURCE_LOCK" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${CREST_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} crest_testing GTest::gmock GTest::gtest_main)
@@ -55,9 +57,13 @@ function(crest_test name)
     set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL ON)
     return()
   endif()
+  set(lock)
+  if(ARG_RESOURCE_LOCK)
+    set(lock RESOURCE_LOCK "${ARG_RESOURCE_LOCK}")
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${ARG_LABELS}"
+    PROPERTIES ${lock} LABELS "${ARG_LABELS}"
                # One value per property: a list here would be split into property names.
                ENVIRONMENT "CREST_BIN_DIR=${CMAKE_BINARY_DIR}/bin"
                ENVIRONMENT_MODIFICATION "CREST_SOURCE_DIR=set:${PROJECT_SOURCE_DIR}")
