@@ -299,7 +299,7 @@ absl::Status Validate(const std::string& text) {
 // A whole-number field of `object` in [lo, hi], or `fallback` when absent.
 // nlohmann would convert 1e28 or 80.5 to int with undefined behaviour or a
 // silent truncation (config_json_fuzzer), so anything else is an error.
-absl::StatusOr<int> WholeNumberField(const nlohmann::ordered_json& object, const char* where,
+absl::StatusOr<int> WholeNumberField(const nlohmann::ordered_json& object, absl::string_view where,
                                      const char* key, int fallback, int lo, int hi) {
   if (!object.is_object() || !object.contains(key)) return fallback;
   const nlohmann::ordered_json& v = object.at(key);
@@ -357,41 +357,129 @@ std::string MindieConfigView::MetricsUrl() const {
                       metrics_port, "/metrics");
 }
 
+const ConfigPaths& PathsOf(ConfigFormat format) {
+  static const auto* server_backend =
+      new ConfigPaths{"MindIE 1.0.0 and later (ServerConfig, BackendConfig)",
+                      {"ServerConfig"},
+                      {"BackendConfig", "ModelDeployConfig"},
+                      "ModelConfig",
+                      {"BackendConfig", "npuDeviceIds"},
+                      {"BackendConfig", "ScheduleConfig"}};
+  static const auto* other_param =
+      new ConfigPaths{"MindIE 1.0.RC1 (OtherParam, ModelDeployParam, ScheduleParam)",
+                      {"OtherParam", "ServeParam"},
+                      {"ModelDeployParam"},
+                      "ModelParam",
+                      {"ModelDeployParam", "npuDeviceIds"},
+                      {"ScheduleParam"}};
+  return format == ConfigFormat::kOtherParam ? *other_param : *server_backend;
+}
+
+std::vector<std::string> Under(const std::vector<std::string>& path, const std::string& key) {
+  std::vector<std::string> out = path;
+  out.push_back(key);
+  return out;
+}
+
+namespace {
+
+// The object at `path` of `j`; nullptr when a step is missing or no object.
+const nlohmann::ordered_json* ObjectAt(const nlohmann::ordered_json& j,
+                                       const std::vector<std::string>& path) {
+  const nlohmann::ordered_json* at = &j;
+  for (const std::string& key : path) {
+    if (!at->is_object() || !at->contains(key)) return nullptr;
+    at = &(*at)[key];
+  }
+  return at->is_object() ? at : nullptr;
+}
+
+absl::StatusOr<ConfigFormat> FormatOf(const nlohmann::ordered_json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");
+  if (j.contains("mindie_server_prefill_config") || j.contains("mindie_server_decode_config")) {
+    return absl::InvalidArgumentError(
+        "config.json: this is a MindIE-Motor user_config.json (a prefill/decode deployment: "
+        "mindie_server_prefill_config, mindie_server_decode_config), not one daemon's "
+        "config.json; point the agent at the config.json MindIE-Motor writes for the daemon to "
+        "tune");
+  }
+  if (j.contains("ServerConfig") || j.contains("BackendConfig")) {
+    return ConfigFormat::kServerBackend;
+  }
+  if (j.contains("OtherParam") || j.contains("ScheduleParam")) return ConfigFormat::kOtherParam;
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "config.json: not a MindIE config.json: expected ServerConfig and BackendConfig at the "
+      "top level (",
+      PathsOf(ConfigFormat::kServerBackend).name,
+      ") or OtherParam, "
+      "ModelDeployParam and ScheduleParam (",
+      PathsOf(ConfigFormat::kOtherParam).name,
+      "); its top-level keys are: ", keys.empty() ? "none" : absl::StrJoin(keys, ", ")));
+}
+
+// The object at `path`, or an error naming it and the format.
+absl::StatusOr<const nlohmann::ordered_json*> Required(const nlohmann::ordered_json& j,
+                                                       const std::vector<std::string>& path,
+                                                       const ConfigPaths& paths) {
+  const nlohmann::ordered_json* at = ObjectAt(j, path);
+  if (at == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: ", absl::StrJoin(path, "."),
+                     " is missing or not an object (format: ", paths.name, ")"));
+  }
+  return at;
+}
+
+absl::Status ReadServer(const nlohmann::ordered_json& server, const std::string& where,
+                        MindieConfigView& view) {
+  view.ip_address = server.value("ipAddress", view.ip_address);
+  view.management_ip_address = server.value("managementIpAddress", view.management_ip_address);
+  CREST_ASSIGN_OR_RETURN(view.port, WholeNumberField(server, where, "port", view.port, 1, 65535));
+  CREST_ASSIGN_OR_RETURN(view.management_port, WholeNumberField(server, where, "managementPort",
+                                                                view.management_port, 1, 65535));
+  CREST_ASSIGN_OR_RETURN(view.metrics_port, WholeNumberField(server, where, "metricsPort",
+                                                             view.metrics_port, 1, 65535));
+  view.https_enabled = server.value("httpsEnabled", view.https_enabled);
+  return absl::OkStatus();
+}
+
+absl::Status ReadDeploy(const nlohmann::ordered_json& deploy, const std::string& where,
+                        const std::string& models, MindieConfigView& view) {
+  CREST_ASSIGN_OR_RETURN(
+      view.max_input_token_len,
+      WholeNumberField(deploy, where, "maxInputTokenLen", 0, 0, std::numeric_limits<int>::max()));
+  if (deploy.contains(models) && deploy[models].is_array() && !deploy[models].empty()) {
+    view.model_name = deploy[models][0].value("modelName", "");
+    CREST_ASSIGN_OR_RETURN(
+        view.world_size,
+        WholeNumberField(deploy[models][0], absl::StrCat(where, ".", models, "[0]"), "worldSize", 1,
+                         1, mindie::kWorldSize.max));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text) {
   MindieConfigView view;
   CREST_RETURN_IF_ERROR(CheckNoDuplicateKeys(text));
   try {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
-    const auto& server = j.at("ServerConfig");
-    view.ip_address = server.value("ipAddress", view.ip_address);
-    view.management_ip_address = server.value("managementIpAddress", view.management_ip_address);
-    CREST_ASSIGN_OR_RETURN(view.port,
-                           WholeNumberField(server, "ServerConfig", "port", view.port, 1, 65535));
-    CREST_ASSIGN_OR_RETURN(
-        view.management_port,
-        WholeNumberField(server, "ServerConfig", "managementPort", view.management_port, 1, 65535));
-    CREST_ASSIGN_OR_RETURN(
-        view.metrics_port,
-        WholeNumberField(server, "ServerConfig", "metricsPort", view.metrics_port, 1, 65535));
-    view.https_enabled = server.value("httpsEnabled", view.https_enabled);
-    const auto& backend = j.at("BackendConfig");
-    if (backend.contains("ModelDeployConfig")) {
-      const auto& deploy = backend["ModelDeployConfig"];
-      CREST_ASSIGN_OR_RETURN(
-          view.max_input_token_len,
-          WholeNumberField(deploy, "BackendConfig.ModelDeployConfig", "maxInputTokenLen", 0, 0,
-                           std::numeric_limits<int>::max()));
-      if (deploy.contains("ModelConfig") && deploy["ModelConfig"].is_array() &&
-          !deploy["ModelConfig"].empty()) {
-        view.model_name = deploy["ModelConfig"][0].value("modelName", "");
-        CREST_ASSIGN_OR_RETURN(view.world_size,
-                               WholeNumberField(deploy["ModelConfig"][0],
-                                                "BackendConfig.ModelDeployConfig.ModelConfig[0]",
-                                                "worldSize", 1, 1, mindie::kWorldSize.max));
-      }
+    CREST_ASSIGN_OR_RETURN(view.format, FormatOf(j));
+    const ConfigPaths& paths = PathsOf(view.format);
+    CREST_ASSIGN_OR_RETURN(const nlohmann::ordered_json* server, Required(j, paths.server, paths));
+    CREST_RETURN_IF_ERROR(ReadServer(*server, absl::StrJoin(paths.server, "."), view));
+    if (view.format == ConfigFormat::kServerBackend) {
+      CREST_RETURN_IF_ERROR(Required(j, {"BackendConfig"}, paths).status());
     }
-    if (backend.contains("ScheduleConfig")) {
-      for (const auto& [k, v] : backend["ScheduleConfig"].items()) {
+    if (const nlohmann::ordered_json* deploy = ObjectAt(j, paths.deploy)) {
+      CREST_RETURN_IF_ERROR(
+          ReadDeploy(*deploy, absl::StrJoin(paths.deploy, "."), paths.models, view));
+    }
+    if (const nlohmann::ordered_json* schedule = ObjectAt(j, paths.schedule)) {
+      for (const auto& [k, v] : schedule->items()) {
         if (std::optional<ConfigValue> value = ToConfigValue(v)) {
           view.schedule.emplace_back(k, *std::move(value));
         }
@@ -414,7 +502,7 @@ MindieConfig::MindieConfig(std::string text, MindieConfigView view)
 absl::Status MindieConfig::SetSchedule(const ScheduleValue& value) {
   // text_ parsed as JSON and stays valid: a literal rendered from a typed
   // value is valid JSON, so the text needs no parse after the edit.
-  CREST_ASSIGN_OR_RETURN(text_, ApplyOne(text_, {{"BackendConfig", "ScheduleConfig", value.key},
+  CREST_ASSIGN_OR_RETURN(text_, ApplyOne(text_, {Under(PathsOf(view_.format).schedule, value.key),
                                                  ToJsonLiteral(value.value)}));
   for (auto& [key, current] : view_.schedule) {
     if (key == value.key) {

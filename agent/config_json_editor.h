@@ -47,8 +47,30 @@ struct ScheduleValue {
   ConfigValue value;
 };
 
+// Where a config.json format keeps what the agent reads and edits
+// (tests/data/real/config, FINDINGS-configs-logs-metrics.md section 1).
+enum class ConfigFormat {
+  // MindIE 1.0.0 and later ("Version", ServerConfig, BackendConfig).
+  kServerBackend,
+  // MindIE 1.0.RC1: OtherParam.ServeParam, ModelDeployParam.ModelParam[],
+  // npuDeviceIds in ModelDeployParam, ScheduleParam at the top level.
+  kOtherParam,
+};
+struct ConfigPaths {
+  const char* name;  // as an error or a log names the format
+  std::vector<std::string> server;
+  std::vector<std::string> deploy;      // holds maxInputTokenLen and the model list
+  std::string models;                   // the model list's key in `deploy`
+  std::vector<std::string> device_ids;  // npuDeviceIds
+  std::vector<std::string> schedule;
+};
+const ConfigPaths& PathsOf(ConfigFormat format);
+// `path` + `key`, as an edit takes it.
+std::vector<std::string> Under(const std::vector<std::string>& path, const std::string& key);
+
 // The parts of config.json the agent reads.
 struct MindieConfigView {
+  ConfigFormat format = ConfigFormat::kServerBackend;
   std::string ip_address = "127.0.0.1";
   std::string management_ip_address = "127.0.0.2";
   int port = 1025;
@@ -70,6 +92,8 @@ struct MindieConfigView {
   // httpsEnabled (MindIE serves it with MIES_SERVICE_MONITOR_MODE=1).
   std::string MetricsUrl() const;
 };
+// INVALID_ARGUMENT naming the key path for a value out of its range, and
+// naming both formats for a file that is neither.
 absl::StatusOr<MindieConfigView> ParseMindieConfig(const std::string& text);
 
 // config.json for one daemon start: the original text parsed once, then
@@ -86,8 +110,9 @@ class MindieConfig {
   const std::string& text() const { return text_; }          // with the values set
   const MindieConfigView& view() const { return view_; }     // of text()
 
-  // Sets BackendConfig.ScheduleConfig.<key>, appended like its neighbours
-  // when absent; NOT_FOUND (nothing changed) without a ScheduleConfig object.
+  // Sets the schedule's <key> (BackendConfig.ScheduleConfig, or ScheduleParam
+  // in the 1.0.RC1 format), appended like its neighbours when absent;
+  // NOT_FOUND (nothing changed) without that object.
   absl::Status SetSchedule(const ScheduleValue& value);
 
  private:

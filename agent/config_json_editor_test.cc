@@ -2,11 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 #include "common/file_util.h"
 #include "common/status.h"
@@ -17,6 +22,7 @@ namespace crest::agent {
 namespace {
 
 using ::crest::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string TestData(const std::string& name) {
@@ -261,6 +267,157 @@ TEST_F(ConfigJsonFileTest, BackupOfAnotherFileIsRefused) {
   CREST_ASSERT_OK(WriteFileAtomically(other, text));
   ConfigJsonFile wrong(other, state_);
   EXPECT_THAT(Apply(wrong, {"a", int64_t{3}}), StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// ------------------------------------------- real config.json files (corpus)
+
+std::string RealConfigDir() {
+  const char* src = std::getenv("CREST_SOURCE_DIR");
+  return std::string(src != nullptr ? src : ".") + "/tests/data/real/config";
+}
+
+// What the agent reads of each daemon config.json of tests/data/real/config.
+struct RealConfig {
+  std::string file;
+  ConfigFormat format;
+  std::string business_url;
+  std::string model;
+  int world_size;
+  int64_t max_batch_size;
+};
+
+const std::vector<RealConfig>& RealConfigs() {
+  static const auto* cases = new std::vector<RealConfig>{
+      {"1.0.RC1-qwen1.5-7b-8npu-OtherParam-ScheduleParam.json", ConfigFormat::kOtherParam,
+       "http://127.0.0.1:1025", "qwen", 8, 200},
+      {"1.0.0-deepseekr1-w8a8-2node-8npu-LogConfig.json", ConfigFormat::kServerBackend,
+       "http://10.197.61.1:1025", "deepseekr1", 8, 8},
+      {"2.0.RC1-deepseek-r1-distill-qwen-7b-4npu-noLogConfig.json", ConfigFormat::kServerBackend,
+       "http://127.0.0.1:1025", "deepseek-r1", 4, 200},
+      // 2.x defaults ship with https on.
+      {"2.x-MindIE-LLM-653bca6-shipped-default-config.json", ConfigFormat::kServerBackend,
+       "https://127.0.0.1:1025", "llama_65b", 4, 200},
+      {"2.x-MindIE-LLM-master-shipped-default-config.json", ConfigFormat::kServerBackend,
+       "https://127.0.0.1:1025", "llama_65b", 4, 200},
+      {"2.x-MindIE-LLM-ut-config_manager-2x8npu-config.json", ConfigFormat::kServerBackend,
+       "http://127.0.0.1:1025", "llama_65b", 8, 200},
+  };
+  return *cases;
+}
+
+class RealConfigTest : public ::testing::TestWithParam<RealConfig> {};
+
+// Read, a trial's overrides applied to a copy and put back byte for byte.
+TEST_P(RealConfigTest, ReadsAppliesAndRestoresTheFile) {
+  const RealConfig& c = GetParam();
+  absl::StatusOr<std::string> original = ReadFileToString(RealConfigDir() + "/" + c.file);
+  CREST_ASSERT_OK(original);
+  auto view = ParseMindieConfig(*original);
+  CREST_ASSERT_OK(view);
+  EXPECT_EQ(view->format, c.format);
+  EXPECT_EQ(view->BusinessUrl(), c.business_url);
+  EXPECT_EQ(view->model_name, c.model);
+  EXPECT_EQ(view->world_size, c.world_size);
+  ASSERT_NE(view->FindSchedule("maxBatchSize"), nullptr);
+  EXPECT_EQ(std::get<int64_t>(*view->FindSchedule("maxBatchSize")), c.max_batch_size);
+
+  crest::testing::TempDir dir;
+  const std::string path = dir.File("config.json");
+  CREST_ASSERT_OK(WriteFileAtomically(path, *original, 0640));
+  ConfigJsonFile file(path, dir.File("state"));
+  auto config = file.Load();
+  CREST_ASSERT_OK(config);
+  CREST_ASSERT_OK(config->SetSchedule({"maxBatchSize", int64_t{500}}));
+  CREST_ASSERT_OK(config->SetSchedule({"maxPrefillBatchSize", int64_t{250}}));
+  CREST_ASSERT_OK(config->SetSchedule({"supportSelectBatch", true}));
+  CREST_ASSERT_OK(file.Write(*config));
+  auto applied = ParseMindieConfig(*ReadFileToString(path));
+  CREST_ASSERT_OK(applied);
+  EXPECT_EQ(std::get<int64_t>(*applied->FindSchedule("maxBatchSize")), 500);
+  EXPECT_EQ(std::get<int64_t>(*applied->FindSchedule("maxPrefillBatchSize")), 250);
+  EXPECT_EQ(std::get<bool>(*applied->FindSchedule("supportSelectBatch")), true);
+  EXPECT_EQ(applied->model_name, c.model);
+  // Only the lines of the three values changed.
+  std::vector<std::string> before = absl::StrSplit(*original, '\n');
+  std::vector<std::string> after = absl::StrSplit(*ReadFileToString(path), '\n');
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (before[i] == after[i]) continue;
+    EXPECT_THAT(after[i], ::testing::AnyOf(HasSubstr("\"maxBatchSize\""),
+                                           HasSubstr("\"maxPrefillBatchSize\""),
+                                           HasSubstr("\"supportSelectBatch\"")))
+        << "line " << i + 1;
+  }
+  CREST_ASSERT_OK(file.Restore());
+  EXPECT_EQ(*ReadFileToString(path), *original);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealConfigs, RealConfigTest, ::testing::ValuesIn(RealConfigs()),
+                         [](const ::testing::TestParamInfo<RealConfig>& info) {
+                           std::string name = info.param.file;
+                           for (char& ch : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return name;
+                         });
+
+// Files of the corpus that are no daemon config.json are refused by name,
+// with what they are; every file has a row here or above.
+TEST(RealConfigRefusedTest, OtherFilesAreRefusedSayingWhatTheyAre) {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      // MindIE-LLM's runtime options file, not the daemon's.
+      {"2.x-MindIE-LLM-master-mindie_llm-runtime-conf-config.json",
+       "its top-level keys are: enable_reasoning"},
+      // A unit test's fragment: BackendConfig without ServerConfig.
+      {"2.x-MindIE-LLM-ut-utils-LogConfig-config.json", "ServerConfig is missing"},
+      // MindIE-Motor's deployment file: a prefill and a decode daemon.
+      {"A2-MindIE-Motor-user_config-pd.json", "MindIE-Motor"},
+      {"A3-MindIE-Motor-user_config_base_A3-dp-tp-moe_ep.json", "MindIE-Motor"},
+  };
+  std::set<std::string> rows;
+  for (const RealConfig& c : RealConfigs()) rows.insert(c.file);
+  for (const auto& [file, why] : refused) {
+    rows.insert(file);
+    absl::StatusOr<std::string> text = ReadFileToString(RealConfigDir() + "/" + file);
+    CREST_ASSERT_OK(text);
+    EXPECT_THAT(MindieConfig::Parse(*text),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(why)))
+        << file;
+  }
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(RealConfigDir())) {
+    if (entry.path().extension() == ".json") files.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(files, rows);
+}
+
+// MindIE-Motor writes each role's section as that daemon's config.json: A3's
+// dp, tp, moe_ep, plugin_params and nested models are read past, and the
+// overrides land in its ScheduleConfig.
+TEST(RealConfigRefusedTest, EachRoleOfAMotorFileIsADaemonConfig) {
+  for (const char* file : {"A2-MindIE-Motor-user_config-pd.json",
+                           "A3-MindIE-Motor-user_config_base_A3-dp-tp-moe_ep.json"}) {
+    absl::StatusOr<std::string> text = ReadFileToString(RealConfigDir() + "/" + file);
+    CREST_ASSERT_OK(text);
+    nlohmann::ordered_json motor = nlohmann::ordered_json::parse(*text);
+    for (const char* role : {"mindie_server_prefill_config", "mindie_server_decode_config"}) {
+      SCOPED_TRACE(absl::StrCat(file, " ", role));
+      auto config = MindieConfig::Parse(motor[role].dump(4));
+      CREST_ASSERT_OK(config);
+      EXPECT_EQ(config->view().format, ConfigFormat::kServerBackend);
+      EXPECT_GE(config->view().world_size, 1);
+      CREST_ASSERT_OK(config->SetSchedule({"maxBatchSize", int64_t{64}}));
+      EXPECT_EQ(std::get<int64_t>(*config->view().FindSchedule("maxBatchSize")), 64);
+    }
+  }
+}
+
+TEST(RealConfigRefusedTest, The10Rc1FormatNamesItselfInAMissingPart) {
+  EXPECT_THAT(ParseMindieConfig(R"({"ScheduleParam": {"maxBatchSize": 1}})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("OtherParam.ServeParam is missing"),
+                             HasSubstr("MindIE 1.0.RC1 (OtherParam, ModelDeployParam, "
+                                       "ScheduleParam)"))));
 }
 
 }  // namespace

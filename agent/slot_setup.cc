@@ -52,6 +52,10 @@ absl::StatusOr<std::vector<SlotRuntime>> PrepareSlots(const AgentConfig& config,
   // had edited.
   CREST_ASSIGN_OR_RETURN(std::string original,
                          ConfigJsonFile(config.config_json, state_dir).Original());
+  // The format says where each edit goes (1.0.RC1 keeps the ports in
+  // OtherParam.ServeParam).
+  CREST_ASSIGN_OR_RETURN(MindieConfigView view, ParseMindieConfig(original));
+  const ConfigFormat format = view.format;
   std::set<int> taken;
   std::vector<std::string> texts;
   for (const SlotLayout& layout : plan.slots) {
@@ -65,13 +69,13 @@ absl::StatusOr<std::vector<SlotRuntime>> PrepareSlots(const AgentConfig& config,
     for (std::string& arg : slot.config.args) {
       if (arg == config.config_json) arg = slot.config.config_json;  // mindie-sim's --config
     }
+    const ConfigPaths& paths = PathsOf(format);
     std::vector<JsonEdit> edits = {
-        {{"ServerConfig", "port"}, absl::StrCat(slot.port)},
-        {{"ServerConfig", "managementPort"}, absl::StrCat(slot.management_port)},
-        {{"ServerConfig", "metricsPort"}, absl::StrCat(slot.metrics_port)},
-        {{"BackendConfig", "npuDeviceIds"},
-         absl::StrCat("[[", absl::StrJoin(layout.npus, ","), "]]")},
-        {{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "worldSize"},
+        {Under(paths.server, "port"), absl::StrCat(slot.port)},
+        {Under(paths.server, "managementPort"), absl::StrCat(slot.management_port)},
+        {Under(paths.server, "metricsPort"), absl::StrCat(slot.metrics_port)},
+        {paths.device_ids, absl::StrCat("[[", absl::StrJoin(layout.npus, ","), "]]")},
+        {Under(Under(Under(paths.deploy, paths.models), "[0]"), "worldSize"),
          absl::StrCat(layout.npus.size())},
     };
     auto text = ApplyJsonEdits(original, edits);
