@@ -176,7 +176,41 @@ std::vector<NpuState> ReadNpuHost(const NpuHost& host) {
   return out;
 }
 
-std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices) {
+absl::StatusOr<NpuLayout> ParseNpuLayout(const std::string& text) {
+  if (text == "910b") return NpuLayout::k910b;
+  if (text == "310p-duo") return NpuLayout::k310pDuo;
+  if (text == "a3") return NpuLayout::kA3;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--layout: \"", text, "\" is not a layout; expected 910b, 310p-duo or a3"));
+}
+
+namespace {
+
+// A layout's header and how it names a device's card and chip.
+struct LayoutShape {
+  const char* second_header;  // the second header row's first column
+  const char* name;           // the chip's Name, whatever the simulated profile's device
+  int chips_per_card;
+  int first_card;  // the first card's NPU id (a 300I Duo's real cards start at 1)
+  bool hbm;
+};
+
+LayoutShape ShapeOf(NpuLayout layout) {
+  switch (layout) {
+    case NpuLayout::k310pDuo:
+      return {"Chip    Device", "310P3", 2, 1, false};
+    case NpuLayout::kA3:
+      return {"Chip  Phy-ID", "Ascend910", 2, 0, true};
+    case NpuLayout::k910b:
+      break;
+  }
+  return {"Chip", "", 1, 0, true};
+}
+
+}  // namespace
+
+std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices, NpuLayout layout) {
+  const LayoutShape shape = ShapeOf(layout);
   const std::string rule =
       "+---------------------------+---------------+----------------------------------------------"
       "------+\n";
@@ -189,18 +223,27 @@ std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices) {
   out +=
       "| NPU   Name                | Health        | Power(W)    Temp(C)           "
       "Hugepages-Usage(page)|\n";
-  out +=
-      "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  "
-      "HBM-Usage(MB)        |\n";
+  out += absl::StrFormat("| %-25s | Bus-Id        | AICore(%%)   Memory-Usage(MB)  %-20s |\n",
+                         shape.second_header, shape.hbm ? "HBM-Usage(MB)" : "");
   out += double_rule;
+  auto card_of = [&shape](int id) { return shape.first_card + id / shape.chips_per_card; };
+  auto chip_of = [&shape](int id) { return id % shape.chips_per_card; };
   for (const NpuState& d : devices) {
     const bool busy = d.holder_pid.has_value();
-    out += absl::StrFormat("| %-5d %-19s | %-13s | %-11s %-17s %-20s |\n", d.id, d.chip, "OK",
-                           busy ? "210.0" : "90.0", "40", "0    / 0");
-    out += absl::StrFormat("| %-25d | %-13s | %-11d %-17s %-20s |\n", 0,
-                           absl::StrFormat("0000:%02X:00.0", 0xC1 + d.id), busy ? 60 : 0,
-                           "0    / 0", absl::StrCat(d.hbm_used_mib, " / ", d.hbm_total_mib));
-    out += double_rule;
+    const std::string name = shape.name[0] != '\0' ? shape.name : d.chip;
+    std::string power = busy ? "210.0" : "90.0";
+    if (layout == NpuLayout::k310pDuo) power = "NA";
+    if (layout == NpuLayout::kA3 && chip_of(d.id) == 1) power = "-";
+    out += absl::StrFormat("| %-5d %-19s | %-13s | %-11s %-17s %-20s |\n", card_of(d.id), name,
+                           "OK", power, "40", "0    / 0");
+    const std::string usage = absl::StrCat(d.hbm_used_mib, " / ", d.hbm_total_mib);
+    const std::string chip_and_id =
+        layout == NpuLayout::k910b ? "0" : absl::StrFormat("%-5d %d", chip_of(d.id), d.id);
+    out += absl::StrFormat("| %-25s | %-13s | %-11d %-17s %-20s |\n", chip_and_id,
+                           absl::StrFormat("0000:%02X:00.0", 0xC1 + d.id / shape.chips_per_card),
+                           busy ? 60 : 0, shape.hbm ? "0    / 0" : usage, shape.hbm ? usage : "");
+    const bool last_of_card = chip_of(d.id) == shape.chips_per_card - 1;
+    out += last_of_card ? double_rule : rule;
   }
   out +=
       "| NPU     Chip              | Process id    | Process name             | Process "
@@ -208,11 +251,11 @@ std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices) {
   out += double_rule;
   for (const NpuState& d : devices) {
     if (d.holder_pid) {
-      out += absl::StrFormat("| %-7d %-17d | %-13d | %-24s | %-23d |\n", d.id, 0, *d.holder_pid,
-                             d.process_name, d.hbm_used_mib);
+      out += absl::StrFormat("| %-7d %-17d | %-13d | %-24s | %-23d |\n", card_of(d.id),
+                             chip_of(d.id), *d.holder_pid, d.process_name, d.hbm_used_mib);
     } else {
-      out +=
-          absl::StrFormat("| %-94s |\n", absl::StrCat("No running processes found in NPU ", d.id));
+      out += absl::StrFormat("| %-94s |\n",
+                             absl::StrCat("No running processes found in NPU ", card_of(d.id)));
     }
     out += double_rule;
   }

@@ -76,9 +76,22 @@ struct NpuState {
 // Every device of the host, free or held.
 std::vector<NpuState> ReadNpuHost(const NpuHost& host);
 
+// The card layout `npu-smi info` prints (tests/data/real/npu-smi holds a
+// real table of each):
+// - k910b: one chip per card, the card's NPU id is the device id; HBM.
+// - k310pDuo: Atlas 300I Duo, two 310P3 chips per card, the second row's
+//   Device column is the device id; DDR only (Memory-Usage), power "NA".
+// - kA3: Atlas A3, two Ascend910 dies per card, the second row's Phy-ID
+//   column is the device id; the second die's power "-".
+enum class NpuLayout { k910b, k310pDuo, kA3 };
+// "910b", "310p-duo", "a3"; INVALID_ARGUMENT naming them otherwise.
+absl::StatusOr<NpuLayout> ParseNpuLayout(const std::string& text);
+
 // `npu-smi info`'s table (the shape agent::ParseNpuSmiInfo reads): two rows
-// per device, then the processes on each device.
-std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices);
+// per device in `layout`'s columns, then the processes on each device. The
+// device ids are the NpuStates' ids.
+std::string FormatNpuSmiInfo(const std::vector<NpuState>& devices,
+                             NpuLayout layout = NpuLayout::k910b);
 
 // `npu-smi info -t topo`'s matrix: every pair of cards linked by HCCS (the
 // 910B's full mesh) and each card's CPU affinity: card i hangs off NUMA node

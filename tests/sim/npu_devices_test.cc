@@ -108,6 +108,67 @@ TEST(NpuDevicesTest, ACardTheHostDoesNotHaveIsAConfigurationError) {
   EXPECT_THAT(p->Output(), HasSubstr("NPU 3 does not exist: the host has 2 NPUs (0..1)"));
 }
 
+// Each card layout npu-smi-sim prints reads back, through the agent's
+// parser, to the device ids the simulators claimed, with the card and chip
+// ids and the memory kind of the real tables (tests/data/real/npu-smi).
+TEST(NpuDevicesTest, EveryLayoutReadsBackToTheClaimedDeviceIds) {
+  struct Layout {
+    std::string name;
+    std::string chip;
+    uint32_t chips_per_card;
+    uint32_t first_card;
+    crest::v1::NpuMemoryKind memory;
+  };
+  for (const Layout& layout :
+       std::vector<Layout>{{"910b", "910B3", 1, 0, crest::v1::NPU_MEMORY_HBM},
+                           {"310p-duo", "310P3", 2, 1, crest::v1::NPU_MEMORY_DDR},
+                           {"a3", "Ascend910", 2, 0, crest::v1::NPU_MEMORY_HBM}}) {
+    SCOPED_TRACE(layout.name);
+    TempDir host;
+    TempDir sim_dir;
+    const std::map<std::string, std::string> env = {{"MINDIE_SIM_NPU_DIR", host.path()},
+                                                    {"MINDIE_SIM_NPU_LAYOUT", layout.name}};
+    auto sim = Start(sim_dir, OnDevices("[[2,3]]", 2), env);
+    ASSERT_NE(sim, nullptr);
+    ASSERT_TRUE(sim->WaitReady(15)) << sim->Output();
+    auto table = NpuSmi(env);
+    ASSERT_TRUE(table.ok()) << table.status();
+    ASSERT_EQ(table->exit.code, 0) << table->output;
+    auto parsed = agent::ParseNpuSmiInfo(table->output);
+    ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << table->output;
+    std::vector<crest::v1::NpuDevice> npus = agent::ToNpuDevices(*parsed);
+    ASSERT_EQ(npus.size(), 8u) << table->output;
+    for (uint32_t i = 0; i < npus.size(); ++i) {
+      const crest::v1::NpuDevice& d = npus[i];
+      EXPECT_EQ(d.id(), i) << table->output;
+      EXPECT_EQ(d.card_id(), layout.first_card + i / layout.chips_per_card) << i;
+      EXPECT_EQ(d.chip_id(), i % layout.chips_per_card) << i;
+      EXPECT_EQ(d.name(), layout.chip);
+      EXPECT_EQ(d.memory_kind(), layout.memory);
+      EXPECT_EQ(d.memory_total_mib(), 65536u);
+      if (i == 2 || i == 3) {
+        EXPECT_GT(d.memory_used_mib(), 0u) << i;
+      } else {
+        EXPECT_EQ(d.memory_used_mib(), 0u) << i;
+      }
+    }
+    // The same table with the flag, not the environment.
+    SpawnOptions flagged;
+    flagged.argv = {testing::BinDir() + "/npu-smi-sim", "--layout", layout.name, "info"};
+    flagged.env = {{"MINDIE_SIM_NPU_DIR", host.path()}};
+    auto again = RunCommand(flagged, absl::Seconds(10));
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->output, table->output);
+  }
+  SpawnOptions bad;
+  bad.argv = {testing::BinDir() + "/npu-smi-sim", "--layout", "910c", "info"};
+  auto refused = RunCommand(bad, absl::Seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_NE(refused->exit.code, 0);
+  EXPECT_THAT(refused->output,
+              HasSubstr("\"910c\" is not a layout; expected 910b, 310p-duo or a3"));
+}
+
 TEST(NpuDevicesTest, NpuSmiWithoutAHostSaysWhatIsMissing) {
   SpawnOptions smi;
   smi.argv = {testing::BinDir() + "/npu-smi-sim", "info"};
