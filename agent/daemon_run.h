@@ -17,6 +17,7 @@
 
 #include "agent/daemon_supervisor.h"
 #include "agent/rotating_log.h"
+#include "agent/startup_log.h"
 #include "common/subprocess.h"
 
 namespace crest::agent {
@@ -28,6 +29,18 @@ inline constexpr size_t kTailLines = 60;
 inline constexpr absl::Duration kPollStep = absl::Milliseconds(100);
 // How long a killed daemon may take to be reaped.
 inline constexpr absl::Duration kReapWait = absl::Seconds(30);
+// How long a daemon that printed a fatal out-of-memory line may take to exit
+// before it is killed and the start reported out of memory.
+inline constexpr absl::Duration kExitAfterOutOfMemory = absl::Seconds(30);
+// The short request that makes a current MindIE-LLM log its serving KV cache
+// (its first forward pass): TGI's /generate, one new token.
+inline constexpr char kFirstRequest[] =
+    R"({"inputs":"Crest reads the serving KV cache.","parameters":{"max_new_tokens":1}})";
+inline constexpr absl::Duration kFirstRequestTimeout = absl::Seconds(120);
+inline constexpr size_t kFirstRequestMaxBytes = size_t{1} << 20;
+// How long the line may take from the daemon's pipe to the watch thread once
+// the request was answered (it was printed before the answer).
+inline constexpr absl::Duration kFirstRequestLogWait = absl::Seconds(5);
 
 }  // namespace supervisor
 
@@ -43,9 +56,9 @@ struct DaemonSupervisor::Run {
   std::deque<std::string> tail;
   std::deque<std::string> pending_lines;
   bool success_seen = false;
-  std::optional<int64_t> blocks;
-  std::string oom_line;
-  std::string config_error_line;
+  // The start-up log as read so far: npuBlockNum of the serving cache, a
+  // fatal out-of-memory or config error line.
+  StartupLog startup;
   std::optional<ExitInfo> exit;
   bool done = false;      // the monitor saw the exit and drained the output
   bool stopping = false;  // the agent asked it to stop

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -18,7 +19,6 @@
 #include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
-#include "agent/daemon_output.h"
 #include "agent/daemon_pid_record.h"
 #include "agent/daemon_run.h"
 #include "agent/http_probe.h"
@@ -154,6 +154,7 @@ absl::Status DaemonSupervisor::Start(const StartParams& params, const EventSink&
     FailStart(run, *failure, sink);
     return absl::OkStatus();
   }
+  ReadServingCache(wait, view);
   PublishReady(*run, view, sink);
   return absl::OkStatus();
 }
@@ -193,12 +194,16 @@ SpawnOptions DaemonSupervisor::DaemonSpawnOptions(const std::vector<uint32_t>& c
   options.cwd = config_.install_dir;
   options.cpus = cpus;
   // The real daemon logs to files unless told otherwise: the agent needs the
-  // success and k_caches lines on its captured stdout (mindie-facts.md). It
-  // serves /metrics only in monitor mode; the agent reads them in every run.
-  options.env = {
-      {"MIES_INSTALL_PATH", config_.install_dir}, {"MIES_CONFIG_JSON_PATH", config_.config_json},
-      {"MIES_SERVICE_MONITOR_MODE", "1"},         {"MINDIE_LOG_TO_STDOUT", "1"},
-      {"MINDIE_LLM_PYTHON_LOG_TO_STDOUT", "1"},   {"MINDIE_LLM_PYTHON_LOG_LEVEL", "INFO"}};
+  // success line and the KV cache's (executor, k_caches) on its captured
+  // stdout, at INFO (startup_log.h). MINDIE_LOG_* are the current names; the
+  // MINDIE_LLM_PYTHON_LOG_* ones are deprecated aliases an older build may
+  // need, set through the config's daemon env (docs/agent.md). It serves
+  // /metrics only in monitor mode; the agent reads them in every run.
+  options.env = {{"MIES_INSTALL_PATH", config_.install_dir},
+                 {"MIES_CONFIG_JSON_PATH", config_.config_json},
+                 {"MIES_SERVICE_MONITOR_MODE", "1"},
+                 {"MINDIE_LOG_TO_STDOUT", "1"},
+                 {"MINDIE_LOG_LEVEL", "INFO"}};
   for (const auto& [k, v] : config_.env) options.env[k] = v;
   // Recorded while the child waits before exec: an agent killed at any point
   // leaves either no daemon or a recorded one (which the kernel also kills).
@@ -278,24 +283,23 @@ bool DaemonSupervisor::StartCancelled(const StartWait& wait) const {
 std::optional<DaemonSupervisor::StartFailure> DaemonSupervisor::AwaitStartSuccess(
     const StartWait& wait, const EventSink& sink) {
   Run& run = *wait.run;
+  std::optional<absl::Time> oom_seen;  // when a fatal out-of-memory line was read
   while (true) {
     std::deque<std::string> lines;
     bool success = false;
     bool exited = false;
-    std::string oom;
+    std::optional<std::string> oom;
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(
-                               +[](Run* r) {
-                                 return r->success_seen || r->done || !r->oom_line.empty() ||
-                                        !r->pending_lines.empty();
-                               },
-                               &run),
-                           kPollStep);
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](Run* r) { return r->success_seen || r->done || !r->pending_lines.empty(); },
+              &run),
+          kPollStep);
       lines.swap(run.pending_lines);
       success = run.success_seen;
       exited = run.done;
-      oom = run.oom_line;
+      oom = run.startup.fatal_oom_line();
     }
     for (const std::string& line : lines) {
       crest::v1::DaemonEvent e = NewEvent();
@@ -304,12 +308,18 @@ std::optional<DaemonSupervisor::StartFailure> DaemonSupervisor::AwaitStartSucces
     }
     if (StartCancelled(wait))
       return StartFailure{crest::v1::DAEMON_FAILURE_EXITED, kStartCancelled};
-    if (!oom.empty()) {
-      return StartFailure{crest::v1::DAEMON_FAILURE_OUT_OF_MEMORY,
-                          absl::StrCat("out of memory: ", oom)};
-    }
     if (exited) return ExitedBeforeSuccess(run);
     if (success) return std::nullopt;
+    // Out of memory is a start that failed: the allocation error, then the
+    // exit. A daemon that printed one and lingers is given a bounded while
+    // to exit (a rank may still be tearing down), then killed as out of memory.
+    if (oom && !oom_seen) oom_seen = clock_->Now();
+    if (oom_seen && clock_->Now() >= *oom_seen + supervisor::kExitAfterOutOfMemory) {
+      return StartFailure{
+          crest::v1::DAEMON_FAILURE_OUT_OF_MEMORY,
+          absl::StrCat("out of memory: ", *oom, " (the daemon had not exited ",
+                       absl::FormatDuration(supervisor::kExitAfterOutOfMemory), " later)")};
+    }
     if (clock_->Now() >= wait.deadline) {
       return StartFailure{crest::v1::DAEMON_FAILURE_TIMEOUT,
                           absl::StrCat("no \"Daemon start success!\" within ", wait.timeout_text)};
@@ -318,18 +328,25 @@ std::optional<DaemonSupervisor::StartFailure> DaemonSupervisor::AwaitStartSucces
 }
 
 DaemonSupervisor::StartFailure DaemonSupervisor::ExitedBeforeSuccess(const Run& run) {
-  std::string config_error;
+  StartFailureCause cause = StartFailureCause::kExited;
+  std::string cause_line;
   std::string last_line;
   int code = -1;
   {
     absl::MutexLock lock(&mu_);
-    config_error = run.config_error_line;
+    cause = run.startup.ExitBeforeReadyCause();
+    if (cause == StartFailureCause::kOutOfMemory) cause_line = *run.startup.fatal_oom_line();
+    if (cause == StartFailureCause::kInvalidConfig) cause_line = *run.startup.config_error_line();
     if (!run.tail.empty()) last_line = run.tail.back();
     code = run.exit ? run.exit->code : -1;
   }
-  if (!config_error.empty()) {
+  if (cause == StartFailureCause::kOutOfMemory) {
+    return {crest::v1::DAEMON_FAILURE_OUT_OF_MEMORY,
+            absl::StrCat("out of memory: ", cause_line, " (the daemon exited, code ", code, ")")};
+  }
+  if (cause == StartFailureCause::kInvalidConfig) {
     return {crest::v1::DAEMON_FAILURE_INVALID_CONFIG,
-            absl::StrCat("daemon exited (code ", code, ") with a config error: ", config_error)};
+            absl::StrCat("daemon exited (code ", code, ") with a config error: ", cause_line)};
   }
   return {crest::v1::DAEMON_FAILURE_EXITED,
           absl::StrCat("daemon exited before it was ready (code ", code, ")",
@@ -366,6 +383,37 @@ std::optional<DaemonSupervisor::StartFailure> DaemonSupervisor::AwaitHealthReady
   }
 }
 
+void DaemonSupervisor::ReadServingCache(const StartWait& wait, const MindieConfigView& view) {
+  Run& run = *wait.run;
+  {
+    absl::MutexLock lock(&mu_);
+    run.startup.OnReady();
+    if (run.startup.state() != BlockNumState::kNeedsFirstRequest) return;
+  }
+  // Current MindIE-LLM logs only its warm-up cache before READY and the
+  // serving cache at its first forward pass: one short request makes it
+  // print that line (startup_log.h).
+  spdlog::info(
+      "daemon pid {}: only a warm-up KV cache is in its log; one short request makes it "
+      "log the serving cache",
+      run.pid);
+  const absl::Duration timeout =
+      std::clamp(wait.deadline - clock_->Now(), absl::Seconds(1), supervisor::kFirstRequestTimeout);
+  absl::StatusOr<std::string> answer =
+      HttpPostJson(view.BusinessUrl() + "/generate", supervisor::kFirstRequest, timeout,
+                   config_.ca_file, supervisor::kFirstRequestMaxBytes);
+  absl::MutexLock lock(&mu_);
+  if (answer.ok()) {
+    // The daemon printed the line before it answered; the watch thread may
+    // not have read it from the pipe yet.
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](Run* r) { return r->done || r->startup.state() == BlockNumState::kKnown; }, &run),
+        supervisor::kFirstRequestLogWait);
+  }
+  run.startup.OnFirstRequestDone(answer.status());
+}
+
 void DaemonSupervisor::PublishReady(const Run& run, const MindieConfigView& view,
                                     const EventSink& sink) {
   crest::v1::DaemonEvent e = NewEvent();
@@ -374,7 +422,13 @@ void DaemonSupervisor::PublishReady(const Run& run, const MindieConfigView& view
     absl::MutexLock lock(&mu_);
     SetState(crest::v1::DAEMON_READY);
     ready->set_pid(run.pid);
-    ready->set_npu_block_num(run.blocks.value_or(0));
+    absl::StatusOr<NpuBlocks> blocks = run.startup.npu_blocks();
+    if (blocks.ok()) {
+      ready->set_npu_block_num(blocks->count);
+      ready->set_npu_block_source(std::string(BlockSourceName(blocks->source)));
+    } else {
+      ready->set_npu_block_num_unknown(std::string(blocks.status().message()));
+    }
     for (const crest::v1::ConfigOverride& o : effective_) *ready->add_effective() = o;
   }
   for (uint32_t c : run.cpus) ready->add_pinned_cpus(c);
@@ -382,8 +436,14 @@ void DaemonSupervisor::PublishReady(const Run& run, const MindieConfigView& view
   *ready->mutable_startup_time() = ToProto(clock_->Now() - run.started);
   ready->set_business_url(view.BusinessUrl());
   ready->set_management_url(view.ManagementUrl());
-  spdlog::info("daemon ready: pid {}, npuBlockNum {}, after {}", run.pid, ready->npu_block_num(),
-               absl::FormatDuration(clock_->Now() - run.started));
+  if (ready->npu_block_num() > 0) {
+    spdlog::info("daemon ready: pid {}, npuBlockNum {} ({}), after {}", run.pid,
+                 ready->npu_block_num(), ready->npu_block_source(),
+                 absl::FormatDuration(clock_->Now() - run.started));
+  } else {
+    spdlog::warn("daemon ready: pid {}, npuBlockNum unknown: {}; after {}", run.pid,
+                 ready->npu_block_num_unknown(), absl::FormatDuration(clock_->Now() - run.started));
+  }
   sink(e);
   Notify();
 }
@@ -442,7 +502,8 @@ crest::v1::DaemonStatus DaemonSupervisor::Status() const {
   s.set_log_file(config_.log_file);
   if (run_ && !run_->done) {
     s.set_pid(run_->pid);
-    s.set_npu_block_num(run_->blocks.value_or(0));
+    absl::StatusOr<NpuBlocks> blocks = run_->startup.npu_blocks();
+    s.set_npu_block_num(blocks.ok() ? blocks->count : 0);
     s.set_pinned_cpu_list(FormatCpuList(run_->cpus));
     for (const crest::v1::ConfigOverride& o : effective_) *s.add_effective() = o;
   }

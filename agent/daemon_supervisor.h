@@ -2,17 +2,16 @@
 // mindieservice_daemon) and reports its life cycle: start = write the
 // overrides into config.json (from the original), spawn the configured
 // binary in its own process group pinned to the requested CPUs, capture its
-// output to a rotating log, watch for `Daemon start success!`, the
-// `k_caches[0].shape=torch.Size([N, ...])` line, out-of-memory and config
-// errors, early exit and the start deadline, then wait for the management
-// /v2/health/ready endpoint. Stop = SIGTERM, grace, SIGKILL of the group,
-// reap, restore config.json. A crash after READY is noticed and reported.
-// No daemon runs unrecorded: its pid record is written (durably) while the
-// child waits before exec, a failed write refuses the start, and the kernel
-// SIGKILLs the daemon when the agent dies (parent-death signal, armed from a
-// spawn thread that lives as long as the agent).
-// Defined in daemon_supervisor.cc (start, status) and daemon_watch.cc (the
-// daemon's output and exit, stop).
+// output to a rotating log, read it for `Daemon start success!`, the serving
+// KV cache's npuBlockNum, fatal out-of-memory and config errors
+// (StartupLog), watch for an early exit and the start deadline, then wait for
+// the management /v2/health/ready endpoint and, when only a warm-up cache was
+// logged, send one short request so the daemon logs the serving one. Stop = SIGTERM, grace, SIGKILL
+// of the group, reap, restore config.json. A crash after READY is noticed and reported. No daemon
+// runs unrecorded: its pid record is written (durably) while the child waits before exec, a failed
+// write refuses the start, and the kernel SIGKILLs the daemon when the agent dies (parent-death
+// signal, armed from a spawn thread that lives as long as the agent). Defined in
+// daemon_supervisor.cc (start, status) and daemon_watch.cc (the daemon's output and exit, stop).
 #pragma once
 
 #include <sys/types.h>
@@ -121,6 +120,9 @@ class DaemonSupervisor {
   StartFailure ExitedBeforeSuccess(const Run& run);
   // Phase 2: the management port answers ready.
   std::optional<StartFailure> AwaitHealthReady(const StartWait& wait, const std::string& ready_url);
+  // Phase 3: npuBlockNum of the serving cache, with one short request when
+  // only a warm-up cache was logged (startup_log.h).
+  void ReadServingCache(const StartWait& wait, const MindieConfigView& view);
   bool StartCancelled(const StartWait& wait) const;
   void PublishReady(const Run& run, const MindieConfigView& view, const EventSink& sink);
   // A start that ends FAILED: before a daemon ran, or killing the one that runs.

@@ -5,14 +5,12 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <csignal>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 
-#include "agent/daemon_output.h"
 #include "agent/daemon_run.h"
 #include "agent/daemon_supervisor.h"
 
@@ -28,12 +26,7 @@ void DaemonSupervisor::OnLine(Run& run, const std::string& line) {
   if (run.tail.size() > kTailLines) run.tail.pop_front();
   if (run.stream_log) run.pending_lines.push_back(line);
   if (absl::StrContains(line, "Daemon start success!")) run.success_seen = true;
-  if (auto blocks = ParseKCacheBlocks(line)) {
-    // Several ranks may print the line: take the minimum.
-    run.blocks = run.blocks ? std::min(*run.blocks, *blocks) : *blocks;
-  }
-  if (run.oom_line.empty() && IsOutOfMemory(line)) run.oom_line = line;
-  if (run.config_error_line.empty() && IsConfigError(line)) run.config_error_line = line;
+  run.startup.OnLine(line);
 }
 
 void DaemonSupervisor::Monitor(const std::shared_ptr<Run>& run) {

@@ -26,12 +26,20 @@ size_t Collect(char* ptr, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-// GET `url`; the body goes to `body` (or is discarded when null).
-absl::StatusOr<int> Get(const std::string& url, absl::Duration timeout, const std::string& ca_file,
-                        Body* body) {
+// GET `url`, or POST `post` as JSON when set; the answer's body goes to
+// `body` (or is discarded when null).
+absl::StatusOr<int> Send(const std::string& url, const std::string* post, absl::Duration timeout,
+                         const std::string& ca_file, Body* body) {
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_slist* headers = nullptr;
+  if (post != nullptr) {
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, post->c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(post->size()));
+  }
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout)));
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   if (body != nullptr) {
@@ -51,12 +59,14 @@ absl::StatusOr<int> Get(const std::string& url, absl::Duration timeout, const st
   long code = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
   curl_easy_cleanup(curl);
+  curl_slist_free_all(headers);
+  const char* method = post != nullptr ? "POST " : "GET ";
   if (body != nullptr && body->truncated) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("GET ", url, ": body larger than ", body->max_bytes, " bytes"));
+        absl::StrCat(method, url, ": body larger than ", body->max_bytes, " bytes"));
   }
   if (rc != CURLE_OK) {
-    return absl::UnavailableError(absl::StrCat("GET ", url, ": ", curl_easy_strerror(rc)));
+    return absl::UnavailableError(absl::StrCat(method, url, ": ", curl_easy_strerror(rc)));
   }
   return static_cast<int>(code);
 }
@@ -65,17 +75,31 @@ absl::StatusOr<int> Get(const std::string& url, absl::Duration timeout, const st
 
 absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout,
                                   const std::string& ca_file) {
-  return Get(url, timeout, ca_file, nullptr);
+  return Send(url, nullptr, timeout, ca_file, nullptr);
 }
 
 absl::StatusOr<std::string> HttpGetBody(const std::string& url, absl::Duration timeout,
                                         const std::string& ca_file, size_t max_bytes) {
   Body body;
   body.max_bytes = max_bytes;
-  absl::StatusOr<int> code = Get(url, timeout, ca_file, &body);
+  absl::StatusOr<int> code = Send(url, nullptr, timeout, ca_file, &body);
   if (!code.ok()) return code.status();
   if (*code != 200) {
     return absl::FailedPreconditionError(absl::StrCat("GET ", url, ": HTTP ", *code));
+  }
+  return std::move(body.text);
+}
+
+absl::StatusOr<std::string> HttpPostJson(const std::string& url, const std::string& json,
+                                         absl::Duration timeout, const std::string& ca_file,
+                                         size_t max_bytes) {
+  Body body;
+  body.max_bytes = max_bytes;
+  absl::StatusOr<int> code = Send(url, &json, timeout, ca_file, &body);
+  if (!code.ok()) return code.status();
+  if (*code != 200) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("POST ", url, ": HTTP ", *code, " ", body.text.substr(0, 200)));
   }
   return std::move(body.text);
 }

@@ -1,4 +1,6 @@
-// One HTTP GET with libcurl, for the daemon's health endpoint and metrics.
+// One HTTP request with libcurl: GETs of the daemon's health endpoint and
+// metrics, the POST of the short request that makes a daemon log its serving
+// KV cache.
 #pragma once
 
 #include <string>
@@ -19,5 +21,12 @@ absl::StatusOr<int> HttpGetStatus(const std::string& url, absl::Duration timeout
 // otherwise. TLS as HttpGetStatus.
 absl::StatusOr<std::string> HttpGetBody(const std::string& url, absl::Duration timeout,
                                         const std::string& ca_file, size_t max_bytes);
+
+// The body of POST `url` with `json` (Content-Type: application/json) when it
+// answers 200; errors as HttpGetBody's (a non-200 names the status and the
+// start of the body). TLS as HttpGetStatus.
+absl::StatusOr<std::string> HttpPostJson(const std::string& url, const std::string& json,
+                                         absl::Duration timeout, const std::string& ca_file,
+                                         size_t max_bytes);
 
 }  // namespace crest::agent

@@ -44,10 +44,11 @@ std::string WarmUpNote(const std::vector<int64_t>& warm_up) {
 }
 
 constexpr absl::string_view kFix =
-    "set MINDIE_LOG_TO_STDOUT=1 and MINDIE_LOG_LEVEL=INFO so the executor prints "
-    "\"[Executor::HandleInitResult]: Initialized KV cache overview: ... NPU blocks = N\", and "
-    "MINDIE_LLM_PYTHON_LOG_TO_STDOUT=1 with MINDIE_LLM_PYTHON_LOG_LEVEL=INFO (DEBUG for models "
-    "that log k_caches[0].shape at debug level), or give the model an explicit search.range";
+    "set MINDIE_LOG_TO_STDOUT=1 and MINDIE_LOG_LEVEL=INFO (the agent sets both unless the "
+    "daemon's env in its config says otherwise) so the executor prints "
+    "\"[Executor::HandleInitResult]: Initialized KV cache overview: ... NPU blocks = N\"; "
+    "MINDIE_LOG_LEVEL=DEBUG for models that log k_caches[0].shape at debug level only; or give "
+    "the model an explicit search.range";
 
 }  // namespace
 
@@ -158,7 +159,8 @@ BlockNumState StartupLog::state() const {
 }
 
 absl::StatusOr<NpuBlocks> StartupLog::npu_blocks() const {
-  if (executor_) return NpuBlocks{*executor_, BlockSource::kExecutor};
+  // The executor's figure is net of the reserved block; npuBlockNum counts it.
+  if (executor_) return NpuBlocks{*executor_ + 1, BlockSource::kExecutor};
   if (after_ready_) return NpuBlocks{*after_ready_, BlockSource::kKCachesFirstForward};
   switch (state()) {
     case BlockNumState::kKnown:

@@ -51,13 +51,16 @@ namespace crest::agent {
 
 // Where npuBlockNum was read.
 enum class BlockSource {
-  kExecutor,             // the executor's "NPU blocks = Y" (net of the reserved block)
+  kExecutor,             // the executor's "NPU blocks = Y" (net of the reserved block: Y + 1)
   kKCachesFirstForward,  // a k_caches shape after READY (its first dimension)
   kKCachesBeforeReady,   // a k_caches shape before READY that no warm-up marker followed
 };
 absl::string_view BlockSourceName(BlockSource source);
 
 struct NpuBlocks {
+  // npuBlockNum as the practice reads it: the first dimension of the serving
+  // k_caches[0].shape, the reserved block included (the executor's figure
+  // plus one).
   int64_t count = 0;
   BlockSource source = BlockSource::kExecutor;
 };

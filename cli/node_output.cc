@@ -70,8 +70,13 @@ std::string NodeInfoText(const crest::v1::NodeInfo& info) {
     out << "numa " << n.id() << ":   " << n.cpu_list() << "\n";
   if (info.npus().empty()) out << "npus:     none (" << info.npu_note() << ")\n";
   for (const auto& d : info.npus()) {
-    out << "npu " << d.id() << ":    " << d.name() << " " << d.health() << " HBM "
-        << d.hbm_used_mib() << "/" << d.hbm_total_mib() << " MiB\n";
+    // The memory npu-smi shows: HBM, or DDR on 310P/310 cards (card and chip
+    // ids are npu-smi's -i and -c; the id is the device id slots take).
+    const bool ddr = d.memory_kind() == crest::v1::NPU_MEMORY_DDR;
+    const uint64_t used = d.memory_total_mib() > 0 ? d.memory_used_mib() : d.hbm_used_mib();
+    const uint64_t total = d.memory_total_mib() > 0 ? d.memory_total_mib() : d.hbm_total_mib();
+    out << "npu " << d.id() << ":    " << d.name() << " " << d.health() << (ddr ? " DDR " : " HBM ")
+        << used << "/" << total << " MiB (card " << d.card_id() << " chip " << d.chip_id() << ")\n";
   }
   for (const auto& slot : info.slots()) {
     out << "slot " << slot.index() << ":   npus " << absl::StrJoin(slot.npus(), ",") << ", cpus "
@@ -107,10 +112,21 @@ std::string DaemonStartingText(const crest::v1::DaemonStarting& starting) {
 
 std::string DaemonReadyText(const crest::v1::DaemonReady& ready) {
   std::ostringstream out;
-  out << "ready: pid " << ready.pid() << ", npuBlockNum " << ready.npu_block_num() << ", pinned to "
-      << PinnedTo(ready.pinned_cpu_list()) << ", after "
-      << TimeUtil::DurationToMilliseconds(ready.startup_time()) / 1000.0 << " s\n"
-      << "business:   " << ready.business_url() << "\n"
+  out << "ready: pid " << ready.pid() << ", npuBlockNum ";
+  if (ready.npu_block_num() > 0) {
+    out << ready.npu_block_num();
+  } else {
+    out << "unknown";
+  }
+  out << ", pinned to " << PinnedTo(ready.pinned_cpu_list()) << ", after "
+      << TimeUtil::DurationToMilliseconds(ready.startup_time()) / 1000.0 << " s\n";
+  if (!ready.npu_block_source().empty()) {
+    out << "npuBlockNum from: " << ready.npu_block_source() << "\n";
+  }
+  if (!ready.npu_block_num_unknown().empty()) {
+    out << "npuBlockNum: " << ready.npu_block_num_unknown() << "\n";
+  }
+  out << "business:   " << ready.business_url() << "\n"
       << "management: " << ready.management_url() << "\n";
   for (const auto& o : ready.effective())
     out << "  " << o.key() << " = " << OverrideValue(o) << "\n";

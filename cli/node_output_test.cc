@@ -8,6 +8,7 @@
 namespace crest::cli {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::EndsWith;
 using ::testing::HasSubstr;
 
@@ -30,6 +31,20 @@ TEST(ProtoJson, SixtyFourBitCountersAreNumbersAndDefaultsArePrinted) {
   nlohmann::json s = nlohmann::json::parse(ProtoJson(status));
   ASSERT_TRUE(s["restarts"].is_number_integer()) << s.dump();
   EXPECT_EQ(s["restarts"].get<int64_t>(), 3);
+}
+
+TEST(NodeText, ReadySaysWhereNpuBlockNumCameFromOrWhyItIsUnknown) {
+  crest::v1::DaemonReady ready;
+  ready.set_npu_block_num(2176);
+  ready.set_npu_block_source("executor KV cache overview");
+  EXPECT_THAT(DaemonReadyText(ready),
+              AllOf(HasSubstr("npuBlockNum 2176,"),
+                    HasSubstr("npuBlockNum from: executor KV cache overview\n")));
+  crest::v1::DaemonReady unknown;
+  unknown.set_npu_block_num_unknown("npuBlockNum unknown: only warm-up caches were logged");
+  EXPECT_THAT(DaemonReadyText(unknown),
+              AllOf(HasSubstr("npuBlockNum unknown,"),
+                    HasSubstr("npuBlockNum: npuBlockNum unknown: only warm-up caches")));
 }
 
 TEST(NodeText, ReadyListsTheEffectiveValuesTyped) {
@@ -66,6 +81,29 @@ TEST(NodeText, InfoListsSlotsWithTheirDaemons) {
               HasSubstr("slot 2:   npus 2, cpus not pinned, port 1030, daemon DAEMON_READY\n"));
   EXPECT_THAT(text, HasSubstr("slot cpu: request\n"));
   EXPECT_THAT(text, HasSubstr("npus:     none ("));
+}
+
+TEST(NodeText, InfoShowsEachNpusOwnMemoryKindAndIds) {
+  crest::v1::NodeInfo info;
+  crest::v1::NpuDevice* duo = info.add_npus();
+  duo->set_id(3);
+  duo->set_name("310P3");
+  duo->set_health("OK");
+  duo->set_card_id(2);
+  duo->set_chip_id(1);
+  duo->set_memory_kind(crest::v1::NPU_MEMORY_DDR);
+  duo->set_memory_used_mib(35204);
+  duo->set_memory_total_mib(43693);
+  crest::v1::NpuDevice* a2 = info.add_npus();
+  a2->set_id(0);
+  a2->set_name("910B3");
+  a2->set_health("OK");
+  a2->set_memory_kind(crest::v1::NPU_MEMORY_HBM);
+  a2->set_memory_used_mib(3314);
+  a2->set_memory_total_mib(65536);
+  std::string text = NodeInfoText(info);
+  EXPECT_THAT(text, HasSubstr("npu 3:    310P3 OK DDR 35204/43693 MiB (card 2 chip 1)\n"));
+  EXPECT_THAT(text, HasSubstr("npu 0:    910B3 OK HBM 3314/65536 MiB (card 0 chip 0)\n"));
 }
 
 TEST(NodeText, StopSaysWhetherADaemonRanAndHowItEnded) {

@@ -115,6 +115,17 @@ void CampaignManager::FinishProbe(JobTable::Job* job, const ProbeResult& probe) 
           b.capped_by_requests ? " (capped: the requests per run cannot fill a larger batch)" : "",
           b.initial);
     }
+  } else if (probe.block_num_unknown) {
+    // The same daemon will log the same at the next start: no retry. The
+    // range cannot be derived; the fix is the agent's reason's.
+    ModelState done = ms;
+    done.done = true;
+    done.done_reason = absl::StrCat("cannot derive the maxBatchSize range: npuBlockNum unknown on ",
+                                    job->node, ": ", probe.reason);
+    if (SetModelState(run, job->model, done)) {
+      spdlog::warn("campaign {} model {}: search done: {}", job->campaign, job->model,
+                   done.done_reason);
+    }
   } else {
     if (!registry_->IsReady(job->node)) returning_.emplace(job->node, absl::InfinitePast());
     ++probe_failures_[absl::StrCat(job->campaign, "/", job->model)];

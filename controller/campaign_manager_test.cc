@@ -125,6 +125,39 @@ TEST_F(ManagerTest, ADaemonThatFailsToStartOnEveryNodeEndsTheModelNamingEach) {
   EXPECT_THAT(view->reason(), HasSubstr("out of memory"));
 }
 
+TEST_F(ManagerTest, AnUnknownNpuBlockNumRefusesTheAutoRangeWithTheAgentsFix) {
+  // The daemon starts, but its log named only a warm-up cache: another start
+  // would say the same, so the model ends after one probe, with the fix.
+  auto a = AddAgent("a");
+  a->SetBlockNumUnknown(
+      "only warm-up caches were logged; set MINDIE_LOG_LEVEL=INFO or give an explicit "
+      "search.range");
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec("name: blocks\nmodels: [{name: m}]\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_FAILED));
+  EXPECT_TRUE(Trials(c->id()).empty());
+  EXPECT_EQ(a->starts().size(), 1u);
+  auto view = manager_->Get(c->id());
+  CREST_ASSERT_OK(view);
+  EXPECT_THAT(view->reason(), HasSubstr("cannot derive the maxBatchSize range: npuBlockNum "
+                                        "unknown on a: only warm-up caches were logged"));
+  EXPECT_THAT(view->reason(), HasSubstr("explicit search.range"));
+}
+
+TEST_F(ManagerTest, AnExplicitRangeNeedsNoNpuBlockNum) {
+  auto a = AddAgent("a");
+  a->SetBlockNumUnknown("only warm-up caches were logged");
+  a->SetCurve(PracticeCurve);
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(
+      Spec("name: range\nmodels: [{name: m}]\nsearch: {range: [362, 1088], initial: 435}\n"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  EXPECT_EQ(a->starts().size(), 3u);  // the three trials, no probe
+  EXPECT_EQ(manager_->Report(c->id())->models(0).best().parameters().max_batch_size(), 500);
+}
+
 TEST_F(ManagerTest, ModelsRunInParallelOnTheirOwnNodes) {
   for (const char* n : {"a1", "a2"}) AddAgent(n, "A")->SetCurve(PracticeCurve);
   AddAgent("b1", "B")->SetCurve([](int64_t b) { return b <= 600 ? 1.0 * b : 10.0; });

@@ -145,9 +145,15 @@ ProbeResult TrialRunner::Probe(const crest::v1::CampaignSpec& spec) {
     probe.npu_block_num = outcome->ready_event.npu_block_num();
     return probe;
   }
-  probe.reason =
-      outcome->ready ? "the daemon reported no npuBlockNum" : outcome->failed_event.reason();
-  probe.daemon_failed = !outcome->ready && stop_->reason() == StopReason::kNone;
+  if (outcome->ready) {
+    probe.block_num_unknown = true;
+    probe.reason = outcome->ready_event.npu_block_num_unknown().empty()
+                       ? "the daemon reported no npuBlockNum"
+                       : outcome->ready_event.npu_block_num_unknown();
+    return probe;
+  }
+  probe.reason = outcome->failed_event.reason();
+  probe.daemon_failed = stop_->reason() == StopReason::kNone;
   return probe;
 }
 

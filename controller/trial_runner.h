@@ -56,6 +56,10 @@ struct ProbeResult {
   // The daemon failed to start at its own defaults without being stopped:
   // it will not start for a search either.
   bool daemon_failed = false;
+  // The daemon started but its log did not say npuBlockNum (only a warm-up
+  // cache, the serving cache's line below the log level): another start
+  // will not say more. `reason` is the agent's, with the fix.
+  bool block_num_unknown = false;
 };
 
 class TrialRunner {

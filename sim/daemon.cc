@@ -31,6 +31,7 @@
 #include "sim/npu_host.h"
 #include "sim/profile.h"
 #include "sim/service.h"
+#include "sim/startup_lines.h"
 
 namespace crest::sim {
 namespace {
@@ -52,6 +53,17 @@ void Log(const char* level, const char* component, const std::string& message) {
                                      static_cast<int>(getpid()), component, level, message);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fflush(stdout);
+}
+
+// A start-up line: through the logger, or bare as the daemon's own prints.
+void Print(const SimLogLine& line) {
+  if (line.logged) {
+    Log(line.level.c_str(), line.component.c_str(), line.text);
+    return;
+  }
+  std::FILE* out = line.to_stderr ? stderr : stdout;
+  std::fputs((line.text + "\n").c_str(), out);
+  std::fflush(out);
 }
 
 std::optional<std::string> GetEnv(const std::string& name) {
@@ -82,6 +94,9 @@ struct Flags {
   int64_t crash_after_tokens = 0;
   int64_t hang_after_tokens = 0;
   int64_t oom_above_batch = 0;
+  // The MindIE build whose start-up lines to print (startup_lines.h).
+  std::string log_style = "2.x";
+  bool no_executor_line = false;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -113,6 +128,17 @@ void AddFlags(CLI::App& app, Flags& flags) {
   app.add_option("--fault-oom-above-batch", flags.oom_above_batch,
                  "fault injection: NPU out of memory at warm-up when maxBatchSize exceeds N")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--log-style", flags.log_style,
+                 "the MindIE build whose start-up lines to print: 2.x (current: one-block "
+                 "warm-up cache, the executor's KV cache overview, the serving cache at the "
+                 "first request) or 1.0 (a 24-block warm-up cache, end warm_up)")
+      ->check([](const std::string& v) {
+        absl::StatusOr<LogStyle> style = ParseLogStyle(v);
+        return style.ok() ? std::string() : std::string(style.status().message());
+      });
+  app.add_flag("--no-executor-line", flags.no_executor_line,
+               "2.x: leave out the executor's KV cache overview (as a log level above INFO "
+               "for the C++ executor does)");
 }
 
 // What start-up read and planned before anything listens. Each phase that
@@ -300,6 +326,7 @@ class Daemon {
   std::optional<int> OpenListeners() {
     const ServerSettings& s = startup_.config.server;
     auto business = Listen(io_, s.ip_address, s.port, tls_, [this](auto req, auto out) {
+      OnBusinessRequest();
       service_.HandleBusiness(req, std::move(out));
     });
     auto management =
@@ -355,14 +382,23 @@ class Daemon {
                         "npuBlockNum %d (usable %d, one reserved)",
                         kv.npu_mem_gib, config.cache_block_size, kv.bytes_per_block,
                         kv.computed_blocks, kv.usable_blocks));
-    Log("INFO", "llm",
-        absl::StrFormat("<<<<<<< ori k_caches[0].shape=torch.Size([%d, %d, %d, %d])",
-                        kv.computed_blocks, config.cache_block_size, kv.kv_heads_per_card,
-                        startup_.profile.head_dim));
+    const StartupLines lines =
+        StartupLinesFor({*ParseLogStyle(flags_.log_style), !flags_.no_executor_line}, config, kv,
+                        startup_.profile, startup_.config_path, static_cast<int>(getpid()));
+    for (const SimLogLine& line : lines.before_success) Print(line);
     engine_.Start();
     service_.SetReady();
-    std::fputs("Daemon start success!\n", stdout);
-    std::fflush(stdout);
+    Print(lines.success);
+    for (const SimLogLine& line : lines.after_success) Print(line);
+    first_forward_ = lines.first_forward;
+  }
+
+  // The serving cache is logged at the first forward pass, i.e. when the
+  // first request after READY arrives, before it is answered.
+  void OnBusinessRequest() {
+    if (!first_forward_) return;
+    Print(*first_forward_);
+    first_forward_.reset();
   }
 
   const Flags& flags_;
@@ -375,6 +411,8 @@ class Daemon {
   boost::asio::signal_set signals_{io_};  // armed once the ports listen
   boost::asio::steady_timer loading_{io_};
   int exit_code_ = 0;
+  // Until the first request after READY: the line it prints (io thread only).
+  std::optional<SimLogLine> first_forward_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -28,6 +29,8 @@ absl::Status Get(const json& obj, const std::string& path, const std::string& ke
   try {
     if constexpr (std::is_same_v<T, std::string>) {
       if (!it->is_string()) throw json::type_error::create(302, "expected string", nullptr);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (!it->is_boolean()) throw json::type_error::create(302, "expected true or false", nullptr);
     } else if constexpr (std::is_integral_v<T>) {
       if (!it->is_number_integer())
         throw json::type_error::create(302, "expected integer", nullptr);
@@ -113,6 +116,10 @@ absl::StatusOr<Profile> ParseProfile(const std::string& json_text) {
   CREST_RETURN_IF_ERROR(Get(m, "model.", "weights_gib", p.weights_gib));
   CREST_RETURN_IF_ERROR(Get(m, "model.", "min_world_size", p.min_world_size));
   CREST_RETURN_IF_ERROR(Get(m, "model.", "max_world_size", p.max_world_size));
+  for (auto [key, flag] :
+       {std::pair{"kv_cache_int8", &p.kv_cache_int8}, std::pair{"multimodal", &p.multimodal}}) {
+    if (m.contains(key)) CREST_RETURN_IF_ERROR(Get(m, "model.", key, *flag));
+  }
   const json& t = doc["timing"];
   CREST_RETURN_IF_ERROR(Get(t, "timing.", "reference_world_size", p.reference_world_size));
   CREST_RETURN_IF_ERROR(Get(t, "timing.", "tp_scaling_exponent", p.tp_scaling_exponent));

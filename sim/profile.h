@@ -64,6 +64,12 @@ struct Profile {
   double weights_gib = 0;  // all cards together
   int min_world_size = 1;
   int max_world_size = 8;
+  // Optional (default false). The weights quantise the KV cache to int8:
+  // MindIE decodes with the AclNN attention backend and warns at start that
+  // it may run out of memory. A multimodal model: with npuMemSize -1 MindIE
+  // warns it may run out of memory. Both warnings are harmless (startup_lines.h).
+  bool kv_cache_int8 = false;
+  bool multimodal = false;
   // Timing.
   int reference_world_size = 1;
   double tp_scaling_exponent = 0.8;  // step time ~ (reference / worldSize)^exponent

@@ -10,6 +10,10 @@ void FakeAgent::SetBlockNum(int64_t blocks) {
   absl::MutexLock lock(&mu_);
   blocks_ = blocks;
 }
+void FakeAgent::SetBlockNumUnknown(std::string reason) {
+  absl::MutexLock lock(&mu_);
+  block_num_unknown_ = std::move(reason);
+}
 void FakeAgent::SetCurve(std::function<double(int64_t)> curve) {
   absl::MutexLock lock(&mu_);
   curve_ = std::move(curve);
@@ -157,7 +161,8 @@ absl::StatusOr<DaemonOutcome> FakeAgent::StartDaemon(const crest::v1::StartDaemo
   daemons_[request.slot()] = {batch, select_batch, ++pid_};
   peak_daemons_ = std::max(peak_daemons_, static_cast<int>(daemons_.size()));
   out.ready = true;
-  out.ready_event.set_npu_block_num(blocks_);
+  out.ready_event.set_npu_block_num(block_num_unknown_.empty() ? blocks_ : 0);
+  out.ready_event.set_npu_block_num_unknown(block_num_unknown_);
   return out;
 }
 

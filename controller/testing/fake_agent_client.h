@@ -22,6 +22,9 @@ class FakeAgent final : public AgentClient {
 
   // --- knobs ---
   void SetBlockNum(int64_t blocks);
+  // Daemons start ready but without npuBlockNum, for `reason` (an agent
+  // whose daemon logged only its warm-up cache).
+  void SetBlockNumUnknown(std::string reason);
   // GenerateSpeed as a function of maxBatchSize.
   void SetCurve(std::function<double(int64_t)> curve);
   // Average FirstTokenTime and DecodeTime of every benchmark (ms).
@@ -82,6 +85,7 @@ class FakeAgent final : public AgentClient {
   std::string name_;
   mutable absl::Mutex mu_;
   int64_t blocks_ ABSL_GUARDED_BY(mu_) = 2176;
+  std::string block_num_unknown_ ABSL_GUARDED_BY(mu_);
   std::function<double(int64_t)> curve_ ABSL_GUARDED_BY(mu_) = [](int64_t b) {
     return static_cast<double>(b);
   };

@@ -85,8 +85,11 @@ TEST_F(LifecycleTest, ReadyWithNpuBlockNumThenStopLeavesNothing) {
   ASSERT_TRUE(events.back().has_ready()) << events.back().DebugString();
   const crest::v1::DaemonReady& ready = events.back().ready();
   // LLaMA3-8B with npuMemSize 17 GiB and 8 MiB per block (mindie-facts.md):
-  // 17 * 1024 / 8 = 2176 blocks, the first dimension the log line prints.
+  // 17 * 1024 / 8 = 2176 blocks, the first dimension the log line prints; the
+  // executor's line says 2175 (net of the reserved block).
   EXPECT_EQ(ready.npu_block_num(), 2176);
+  EXPECT_EQ(ready.npu_block_source(), "executor KV cache overview");
+  EXPECT_EQ(ready.npu_block_num_unknown(), "");
   EXPECT_EQ(ready.pinned_cpu_list(), "1");
   // The effective values are the typed ones the start set and kept.
   std::map<std::string, int64_t> effective;
@@ -123,6 +126,56 @@ TEST_F(LifecycleTest, ReadyWithNpuBlockNumThenStopLeavesNothing) {
   // The captured output went to the log file.
   EXPECT_THAT(*ReadFileToString(dir_.path() + "/state/daemon.log"),
               HasSubstr("Daemon start success!"));
+}
+
+// Builds that print only a warm-up cache before READY: the agent sends one
+// short request and reads the serving cache's line at the first forward pass.
+TEST_F(LifecycleTest, OnlyAWarmUpCacheBeforeReadyIsReadAfterOneRequest) {
+  for (const std::vector<std::string>& style :
+       {std::vector<std::string>{"--log-style", "2.x", "--no-executor-line"},
+        std::vector<std::string>{"--log-style", "1.0"}}) {
+    SCOPED_TRACE(style[1]);
+    std::vector<std::string> args = {"--time-scale", "50"};
+    args.insert(args.end(), style.begin(), style.end());
+    auto s = Make(args);
+    std::vector<crest::v1::DaemonEvent> events = Start(*s, {});
+    ASSERT_TRUE(events.back().has_ready()) << events.back().DebugString();
+    EXPECT_EQ(events.back().ready().npu_block_num(), 2176);
+    EXPECT_EQ(events.back().ready().npu_block_source(), "k_caches shape at the first forward pass");
+    EXPECT_EQ(s->Status().npu_block_num(), 2176);
+    s->Stop(std::nullopt);
+    EXPECT_EQ(*ReadFileToString(config_json_), original_);
+  }
+}
+
+// The two WARNING lines that mention memory in a normal start (a KV cache in
+// int8, a multimodal model with npuMemSize -1) leave the daemon running.
+TEST_F(LifecycleTest, MemoryWarningsOfANormalStartAreNoFailure) {
+  auto profile = ReadFileToString(testing::SourceDir() + "/sim/profiles/llama3-8b-910b.json");
+  CREST_ASSERT_OK(profile);
+  std::string warned = *profile;
+  const std::string model = "\"model\": {";
+  ASSERT_NE(warned.find(model), std::string::npos);
+  warned.replace(warned.find(model), model.size(),
+                 model + "\"kv_cache_int8\": true, \"multimodal\": true, ");
+  const std::string path = dir_.path() + "/warned-profile.json";
+  CREST_ASSERT_OK(WriteFileAtomically(path, warned));
+  auto s =
+      Make({"--time-scale", "50", "--profile", path}, 20,
+           {{{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "-1"}});
+  StartParams params;
+  params.stream_log = true;
+  std::vector<crest::v1::DaemonEvent> events = Start(*s, params);
+  ASSERT_TRUE(events.back().has_ready()) << events.back().DebugString();
+  EXPECT_GT(events.back().ready().npu_block_num(), 1);
+  int warnings = 0;
+  for (const auto& e : events) {
+    if (e.has_log_line() && e.log_line().line().find("out of memory") != std::string::npos) {
+      EXPECT_THAT(e.log_line().line(), HasSubstr("[WARNING]"));
+      ++warnings;
+    }
+  }
+  EXPECT_EQ(warnings, 2);
 }
 
 TEST_F(LifecycleTest, ReplaceRunningStopsTheFirst) {

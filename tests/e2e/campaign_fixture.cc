@@ -57,10 +57,13 @@ std::string CampaignFixture::StartAgentWith(const std::string& name, const std::
   for (const std::string& a : options.sim_args) {
     absl::StrAppend(&sim_args, sim_args.empty() ? "" : ", ", "\"", a, "\"");
   }
-  EXPECT_TRUE(WriteFileAtomically(
-                  config, absl::StrCat("sim: {model: ", model, ", time_scale: ", options.time_scale,
-                                       ", seed: 7, args: [", sim_args,
-                                       "]}\nlabels: {model: ", model, "}\n", options.extra_yaml))
+  const std::string daemon =
+      options.daemon_section.empty()
+          ? absl::StrCat("sim: {model: ", model, ", time_scale: ", options.time_scale,
+                         ", seed: 7, args: [", sim_args, "]}\n")
+          : options.daemon_section;
+  EXPECT_TRUE(WriteFileAtomically(config, absl::StrCat(daemon, "labels: {model: ", model, "}\n",
+                                                       options.extra_yaml))
                   .ok());
   std::vector<std::string> argv;
   if (!options.wrapper.empty()) {

@@ -31,7 +31,10 @@ struct AgentOptions {
   std::vector<std::string> extra_args;     // extra crest-agent flags
   std::string wrapper;                     // run the agent under this program (e.g. prlimit)
   std::vector<std::string> wrapper_args;
-  std::string extra_yaml;                      // appended to its agent.yaml (e.g. "slots: 4\n")
+  std::string extra_yaml;  // appended to its agent.yaml (e.g. "slots: 4\n")
+  // A `daemon:` section in place of the `sim:` one: mindie-sim run as the
+  // real daemon is, from the config.json and flags the section names.
+  std::string daemon_section;
   crest::agent::testing::FakeSysfsSpec sysfs;  // its fake host
 };
 
