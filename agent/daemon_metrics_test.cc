@@ -2,11 +2,16 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <optional>
+#include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include "common/file_util.h"
 #include "common/testing/status_matchers.h"
 
 namespace crest::agent {
@@ -166,6 +171,74 @@ class ScriptedFetch {
  private:
   std::deque<absl::StatusOr<std::string>> answers_;
 };
+
+// --------------------------------------------- real expositions (corpus)
+
+std::string RealMetrics(const std::string& name) {
+  const char* src = std::getenv("CREST_SOURCE_DIR");
+  auto text = ReadFileToString(std::string(src != nullptr ? src : ".") +
+                               "/tests/data/real/metrics/" + name);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : "";
+}
+
+// Every exposition of tests/data/real/metrics through the parser and the
+// summary a benchmark run records: the read names as the file has them
+// (the multi-model label "modelA & modelB" included), and a second scrape of
+// the same daemon 10 preemptions and 5 successes later gives those deltas.
+TEST(DaemonMetricsCorpusTest, EveryRealExpositionIsReadAsARunWouldReadIt) {
+  struct Case {
+    std::string file;
+    double preemptions;
+    double succeeded;
+    std::optional<double> cache_usage;  // absent where the file lacks it
+  };
+  const std::vector<Case> cases = {
+      {"MindIE-Motor-doc-coordinator-metrics-response-sample.txt", 637, 2267, 1},
+      {"MindIE-Motor-test-fixture-ms_metricsPDSeparateNodeData.txt", 10192, 0, 0.1},
+      {"MindIE-Motor-test-fixture-ms_metricsSingleNodeData_0.txt", 1274, 0, 0.1},
+      {"assembled-from-prometheus_metrics.cpp-ours.txt", 0, 0, 0},
+      {"gpustack-issue-1785-real-daemon-metrics-partial.txt", 0, 4, std::nullopt},
+  };
+  std::set<std::string> files;
+  const char* src = std::getenv("CREST_SOURCE_DIR");
+  for (const auto& entry : std::filesystem::directory_iterator(
+           std::string(src != nullptr ? src : ".") + "/tests/data/real/metrics")) {
+    if (entry.path().extension() == ".txt") files.insert(entry.path().filename().string());
+  }
+  std::set<std::string> rows;
+  for (const Case& c : cases) {
+    rows.insert(c.file);
+    SCOPED_TRACE(c.file);
+    const std::string text = RealMetrics(c.file);
+    absl::StatusOr<std::vector<PromSample>> samples = ParsePrometheusText(text);
+    ASSERT_TRUE(samples.ok()) << samples.status();
+    MetricTotals before = TotalsOf(*samples);
+    EXPECT_EQ(before.at(kPreemptionsMetric), c.preemptions);
+    EXPECT_EQ(before.at(kSucceededMetric), c.succeeded);
+    EXPECT_EQ(before.count(kBlocksUsedMetric), 0u);  // mindie-sim's own series
+    if (c.cache_usage) {
+      EXPECT_DOUBLE_EQ(before.at(kCacheUsageMetric), *c.cache_usage);
+    } else {
+      EXPECT_EQ(before.count(kCacheUsageMetric), 0u);
+    }
+    MetricTotals after = before;
+    after[kPreemptionsMetric] += 10;
+    after[kSucceededMetric] += 5;
+    std::vector<std::string> errors;
+    crest::v1::DaemonRunMetrics run = Summarize(before, {}, after, &errors);
+    EXPECT_TRUE(errors.empty()) << errors.front();
+    EXPECT_EQ(run.preemptions(), 10u);
+    EXPECT_EQ(run.succeeded(), 5u);
+    EXPECT_EQ(run.has_peak_kv_cache_usage(), c.cache_usage.has_value());
+  }
+  EXPECT_EQ(files, rows);
+  // The multi-model label, joined as MindIE joins it.
+  absl::StatusOr<std::vector<PromSample>> joined =
+      ParsePrometheusText(RealMetrics("assembled-from-prometheus_metrics.cpp-ours.txt"));
+  ASSERT_TRUE(joined.ok());
+  EXPECT_EQ(joined->front().labels.at("model_name"), "modelA & modelB");
+}
 
 TEST(DaemonMetricsRecorderTest, ScrapesBeforeSamplesAndAfter) {
   ScriptedFetch script({"num_preemptions_total{model_name=\"m\"} 3\nnum_requests_running 0",
