@@ -195,10 +195,42 @@ absl::Status ParseLimits(const YAML::Node& l, std::vector<ParamLimit>* limits) {
   return absl::OkStatus();
 }
 
+absl::Status ParseBenchmarkTool(const YAML::Node& b, const std::string& state_dir,
+                                BenchmarkTool* tool) {
+  CREST_RETURN_IF_ERROR(
+      CheckKeys(b, "benchmark_tool",
+                {"kind", "binary", "models", "datasets", "work_dir", "save_path", "model_path"}));
+  CREST_RETURN_IF_ERROR(Get(b, "kind", "benchmark_tool", &tool->kind));
+  CREST_RETURN_IF_ERROR(Get(b, "binary", "benchmark_tool", &tool->binary));
+  CREST_RETURN_IF_ERROR(Get(b, "models", "benchmark_tool", &tool->models));
+  CREST_RETURN_IF_ERROR(Get(b, "datasets", "benchmark_tool", &tool->datasets));
+  CREST_RETURN_IF_ERROR(Get(b, "work_dir", "benchmark_tool", &tool->work_dir));
+  CREST_RETURN_IF_ERROR(Get(b, "save_path", "benchmark_tool", &tool->save_path));
+  CREST_RETURN_IF_ERROR(Get(b, "model_path", "benchmark_tool", &tool->model_path));
+  if (tool->kind != "crest-bench" && tool->kind != "mindie-benchmark" && tool->kind != "aisbench") {
+    return absl::InvalidArgumentError(absl::StrCat("benchmark_tool.kind: \"", tool->kind,
+                                                   "\" is not a client; expected crest-bench, "
+                                                   "mindie-benchmark or aisbench"));
+  }
+  if (tool->kind == "crest-bench") {
+    tool->kind.clear();
+    return absl::OkStatus();
+  }
+  if (tool->binary.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("benchmark_tool.binary: missing; expected the path of ",
+                     tool->kind == "aisbench" ? "ais_bench" : "MindIE's benchmark"));
+  }
+  if (tool->work_dir.empty()) tool->work_dir = state_dir + "/aisbench";
+  if (tool->save_path.empty()) tool->save_path = state_dir + "/mindie-benchmark";
+  return absl::OkStatus();
+}
+
 absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
                         const std::string& exe_dir, AgentConfig* config) {
   CREST_RETURN_IF_ERROR(CheckKeys(
-      root, "", {"daemon", "sim", "limits", "labels", "daemon_metrics_period_s", "slots"}));
+      root, "",
+      {"daemon", "sim", "limits", "labels", "daemon_metrics_period_s", "slots", "benchmark_tool"}));
   config->log_file = state_dir + "/daemon.log";
   if (YAML::Node d = root["daemon"]) {
     CREST_RETURN_IF_ERROR(ParseDaemonSection(d, state_dir, exe_dir, config));
@@ -217,6 +249,9 @@ absl::Status ParseInner(const YAML::Node& root, const std::string& state_dir,
   config->daemon_metrics_period = absl::Seconds(period_s);
   if (YAML::Node slots = root["slots"]) {
     CREST_ASSIGN_OR_RETURN(config->slots, ParseSlotsSpec(slots, "slots"));
+  }
+  if (YAML::Node b = root["benchmark_tool"]) {
+    CREST_RETURN_IF_ERROR(ParseBenchmarkTool(b, state_dir, &config->benchmark_tool));
   }
   return absl::OkStatus();
 }

@@ -59,6 +59,20 @@ struct SimOptions {
   std::vector<std::string> args;
 };
 
+// The benchmark client the agent runs (docs/agent.md): crest-bench's own,
+// in process, unless `kind` names an external tool.
+struct BenchmarkTool {
+  std::string kind;    // "" (crest-bench), "mindie-benchmark" or "aisbench"
+  std::string binary;  // the tool, an absolute path or a name on PATH
+  // aisbench: its model and dataset configs and work dir.
+  std::string models = "vllm_api_stream_chat";
+  std::string datasets = "gsm8k_gen_0_shot_cot_str_perf";
+  std::string work_dir;  // default: <state-dir>/aisbench
+  // mindie-benchmark: its --SavePath and --ModelPath (tokenizer).
+  std::string save_path;  // default: <state-dir>/mindie-benchmark
+  std::string model_path;
+};
+
 struct AgentConfig {
   // "mindie-sim" when the agent runs the simulator, else "mindie".
   std::string backend = "mindie-sim";
@@ -82,6 +96,7 @@ struct AgentConfig {
   absl::Duration daemon_metrics_period = absl::Seconds(1);
   // Daemon slots; absent: one, on the original config.json.
   std::optional<SlotsSpec> slots;
+  BenchmarkTool benchmark_tool;
 
   const ParamLimit* FindLimit(const std::string& key) const;
 };

@@ -61,6 +61,45 @@ TEST(AgentConfigTest, ErrorsNameTheKey) {
   check("daemon_metrics_period_s: soon", "daemon_metrics_period_s: cannot read");
 }
 
+// The current MindIE-LLM entry point and its config file in site-packages.
+TEST(AgentConfigTest, MindieLlmServerWithItsConfigInSitePackages) {
+  AgentConfig c = ConfigFrom(
+      "daemon:\n  binary: /usr/local/bin/mindie_llm_server\n  install_dir: /opt/mindie\n"
+      "  config_json: /usr/lib/python3.11/site-packages/mindie_llm/conf/config.json\n");
+  EXPECT_EQ(c.binary, "/usr/local/bin/mindie_llm_server");
+  EXPECT_EQ(c.config_json, "/usr/lib/python3.11/site-packages/mindie_llm/conf/config.json");
+}
+
+TEST(AgentConfigTest, BenchmarkToolChoosesTheClient) {
+  EXPECT_EQ(ConfigFrom("").benchmark_tool.kind, "");
+  EXPECT_EQ(ConfigFrom("benchmark_tool: {kind: crest-bench}").benchmark_tool.kind, "");
+  BenchmarkTool ais =
+      ConfigFrom(
+          "benchmark_tool: {kind: aisbench, binary: /opt/ais_bench, datasets: synthetic_gen}")
+          .benchmark_tool;
+  EXPECT_EQ(ais.kind, "aisbench");
+  EXPECT_EQ(ais.binary, "/opt/ais_bench");
+  EXPECT_EQ(ais.datasets, "synthetic_gen");
+  EXPECT_EQ(ais.models, "vllm_api_stream_chat");
+  EXPECT_EQ(ais.work_dir, "/state/aisbench");
+  BenchmarkTool mindie =
+      ConfigFrom("benchmark_tool: {kind: mindie-benchmark, binary: benchmark, model_path: /w}")
+          .benchmark_tool;
+  EXPECT_EQ(mindie.save_path, "/state/mindie-benchmark");
+  EXPECT_EQ(mindie.model_path, "/w");
+  EXPECT_THAT(ParseAgentConfig("benchmark_tool: {kind: wrk}", "/state", "/bin"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("benchmark_tool.kind: \"wrk\" is not a client; expected "
+                                 "crest-bench, mindie-benchmark or aisbench")));
+  EXPECT_THAT(
+      ParseAgentConfig("benchmark_tool: {kind: aisbench}", "/state", "/bin"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("benchmark_tool.binary: missing; expected the path of ais_bench")));
+  EXPECT_THAT(ParseAgentConfig("benchmark_tool: {kind: aisbench, binray: x}", "/state", "/bin"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("benchmark_tool.binray: unknown key")));
+}
+
 // The agent refuses the sim ports mindie-sim would refuse in the config.json
 // the agent writes for it (mindie::IsSimPort): 0 (OS-assigned) or a MindIE port.
 TEST(AgentConfigTest, SimPortsAreTheSimulatorsRange) {

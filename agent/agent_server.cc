@@ -15,6 +15,7 @@
 #include "spdlog/spdlog.h"
 
 #include "agent/agent_config.h"
+#include "agent/benchmark_options.h"
 #include "agent/host_tuner.h"
 #include "agent/request_validation.h"
 #include "common/file_util.h"
@@ -105,8 +106,9 @@ absl::StatusOr<std::unique_ptr<AgentServer>> AgentServer::Start(const AgentServe
     CREST_ASSIGN_OR_RETURN(s->sim_ports_,
                            PrepareSimConfigJson(config, *share_dir + "/conf/config.json"));
   }
-  s->agent_ = std::make_unique<NodeAgent>(agent_options, config, &s->clock_,
-                                          HostTuner::SystemCpupower(), &loadgen::RunBenchmark);
+  s->agent_ =
+      std::make_unique<NodeAgent>(agent_options, config, &s->clock_, HostTuner::SystemCpupower(),
+                                  BenchmarkClientFor(config.benchmark_tool));
   CREST_RETURN_IF_ERROR(Annotate(s->agent_->Recover(), "crash recovery and slots"));
 
   CREST_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,

@@ -6,7 +6,9 @@
 
 #include "agent/request_validation.h"
 #include "common/status.h"
+#include "loadgen/aisbench_adapter.h"
 #include "loadgen/dataset.h"
+#include "loadgen/mindie_adapter.h"
 
 namespace crest::agent {
 
@@ -59,6 +61,35 @@ absl::StatusOr<loadgen::RunOptions> MakeRunOptions(const crest::v1::BenchmarkSpe
   CREST_ASSIGN_OR_RETURN(options.dataset_path, ResolveDataset(spec.dataset(), datasets_dir));
   options.cpus = std::move(cpus);
   return options;
+}
+
+std::function<absl::StatusOr<loadgen::RunOutput>(
+    const loadgen::RunOptions&, const loadgen::ProgressCallback&, const std::atomic<bool>*)>
+BenchmarkClientFor(const BenchmarkTool& tool) {
+  if (tool.kind == "aisbench") {
+    loadgen::AisBenchOptions options;
+    options.binary = tool.binary;
+    options.models = tool.models;
+    options.datasets = tool.datasets;
+    options.work_dir = tool.work_dir;
+    return [options](const loadgen::RunOptions& run, const loadgen::ProgressCallback&,
+                     const std::atomic<bool>*) {
+      loadgen::SubprocessRunner runner;
+      return loadgen::RunAisBench(run, options, runner);
+    };
+  }
+  if (tool.kind == "mindie-benchmark") {
+    loadgen::MindieToolOptions options;
+    options.binary = tool.binary;
+    options.save_path = tool.save_path;
+    options.model_path = tool.model_path;
+    return [options](const loadgen::RunOptions& run, const loadgen::ProgressCallback&,
+                     const std::atomic<bool>*) {
+      loadgen::SubprocessRunner runner;
+      return loadgen::RunMindieBenchmark(run, options, runner);
+    };
+  }
+  return &loadgen::RunBenchmark;
 }
 
 }  // namespace crest::agent

@@ -6,12 +6,15 @@
 // load generator's CPUs off the daemon's.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
+#include "agent/agent_config.h"
 #include "agent/config_json_editor.h"
 #include "common/topology.h"
 #include "crest/v1/benchmark.pb.h"
@@ -35,5 +38,12 @@ absl::StatusOr<loadgen::RunOptions> MakeRunOptions(const crest::v1::BenchmarkSpe
                                                    const std::string& datasets_dir,
                                                    std::vector<uint32_t> cpus,
                                                    const std::string& ca_file);
+
+// The benchmark client `tool` names: crest-bench's own runner (in process,
+// with progress and cancellation), or MindIE's `benchmark` / AISBench run as
+// a child (no progress; a cancelled run ends when the tool does).
+std::function<absl::StatusOr<loadgen::RunOutput>(
+    const loadgen::RunOptions&, const loadgen::ProgressCallback&, const std::atomic<bool>*)>
+BenchmarkClientFor(const BenchmarkTool& tool);
 
 }  // namespace crest::agent

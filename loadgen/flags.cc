@@ -108,6 +108,17 @@ BenchFlags::BenchFlags(CLI::App& app) {
   app.add_option("--use-mindie-benchmark", mindie_benchmark_,
                  "Run this MindIE `benchmark` binary with the same parameters instead, and "
                  "parse its printed results");
+  app.add_option("--use-aisbench", aisbench_,
+                 "Run this AISBench `ais_bench` in perf mode against the same server instead "
+                 "(its API-model overrides carry host, port, model, concurrency, output length, "
+                 "rate and request count), and read its result files")
+      ->excludes("--use-mindie-benchmark");
+  app.add_option("--aisbench-models", aisbench_models_,
+                 "AISBench model config (ais_bench --models; `ais_bench --search` lists them)");
+  app.add_option("--aisbench-datasets", aisbench_datasets_,
+                 "AISBench dataset config (ais_bench --datasets), e.g. "
+                 "gsm8k_gen_0_shot_cot_str_perf or synthetic_gen");
+  app.add_option("--aisbench-work-dir", aisbench_work_dir_, "AISBench --work-dir");
   app.add_option("--log-level", log_level_, "trace | debug | info | warn | error");
 }
 
@@ -201,6 +212,10 @@ absl::StatusOr<Invocation> BenchFlags::Resolve() const {
   inv.json_file = json_;
   inv.csv_file = csv_;
   inv.mindie_benchmark = mindie_benchmark_;
+  inv.aisbench = aisbench_;
+  inv.aisbench_models = aisbench_models_;
+  inv.aisbench_datasets = aisbench_datasets_;
+  inv.aisbench_work_dir = aisbench_work_dir_;
   inv.save_path = save_path_;
   inv.model_path = model_path_;
   inv.log_level = log_level_;

@@ -18,9 +18,13 @@ struct Invocation {
   RunOptions run;
   std::string json_file;
   std::string csv_file;
-  std::string mindie_benchmark;  // path of the real MindIE `benchmark` (adapter mode)
-  std::string save_path;         // adapter mode: --SavePath handed to the tool
-  std::string model_path;        // adapter mode: --ModelPath (the tool's tokenizer)
+  std::string mindie_benchmark;   // path of the real MindIE `benchmark` (adapter mode)
+  std::string aisbench;           // path of `ais_bench` (AISBench adapter mode)
+  std::string aisbench_models;    // its --models config
+  std::string aisbench_datasets;  // its --datasets config
+  std::string aisbench_work_dir;  // its --work-dir
+  std::string save_path;          // adapter mode: --SavePath handed to the tool
+  std::string model_path;         // adapter mode: --ModelPath (the tool's tokenizer)
   std::string log_level;
 };
 
@@ -65,6 +69,10 @@ class BenchFlags {
   std::string cpus_;
   std::string http_client_ = "auto";
   std::string mindie_benchmark_;
+  std::string aisbench_;
+  std::string aisbench_models_ = "vllm_api_stream_chat";
+  std::string aisbench_datasets_ = "gsm8k_gen_0_shot_cot_str_perf";
+  std::string aisbench_work_dir_ = "outputs/crest";
   std::string save_path_ = "./instance";
   std::string log_level_ = "warn";
 };

@@ -1,6 +1,7 @@
 // crest-bench: drives an inference server the way MindIE's `benchmark` client
 // test does (same flags) and prints/writes what tuning optimises. A thin shell
-// around crest_loadgen; --use-mindie-benchmark runs the real tool instead.
+// around crest_loadgen; --use-mindie-benchmark runs the real MindIE tool
+// instead, --use-aisbench AISBench.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "common/command_line.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "loadgen/aisbench_adapter.h"
 #include "loadgen/flags.h"
 #include "loadgen/mindie_adapter.h"
 #include "loadgen/report.h"
@@ -65,6 +67,15 @@ int main(int argc, char** argv) {
     tool.model_path = inv->model_path;
     crest::loadgen::SubprocessRunner runner;
     out = crest::loadgen::RunMindieBenchmark(inv->run, tool, runner);
+  } else if (!inv->aisbench.empty()) {
+    context.engine = "aisbench";
+    crest::loadgen::AisBenchOptions tool;
+    tool.binary = inv->aisbench;
+    tool.models = inv->aisbench_models;
+    tool.datasets = inv->aisbench_datasets;
+    tool.work_dir = inv->aisbench_work_dir;
+    crest::loadgen::SubprocessRunner runner;
+    out = crest::loadgen::RunAisBench(inv->run, tool, runner);
   } else {
     // A progress line only for a person watching a terminal.
     const bool tty = isatty(STDERR_FILENO) != 0 && isatty(STDOUT_FILENO) != 0;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -17,6 +18,7 @@
 #include "google/protobuf/util/time_util.h"
 
 #include "common/status.h"
+#include "loadgen/table_cells.h"
 
 namespace crest::loadgen {
 namespace {
@@ -29,23 +31,6 @@ constexpr char kCommonHeader[] = "The BenchMark test common metric result is:";
 std::string FormatNumber(double v) {
   std::string s = absl::StrCat(v);
   return s;
-}
-
-// Leading number of a cell such as "129.7513 ms", "1000( 100.0% )" or "35.9 token/s".
-bool LeadingNumber(absl::string_view cell, double* value) {
-  cell = absl::StripAsciiWhitespace(cell);
-  size_t end = 0;
-  while (end < cell.size() &&
-         (absl::ascii_isdigit(static_cast<unsigned char>(cell[end])) || cell[end] == '.' ||
-          cell[end] == '-' || cell[end] == '+' || cell[end] == 'e' || cell[end] == 'E')) {
-    ++end;
-  }
-  // SimpleAtod writes what it parsed of "-03-11" (-3) even as it refuses it,
-  // so the caller's value is only touched on success.
-  double parsed = 0;
-  if (end == 0 || !absl::SimpleAtod(cell.substr(0, end), &parsed)) return false;
-  *value = parsed;
-  return true;
 }
 
 // Rows of the table that follows `header`: each row's cells, trimmed.
@@ -83,11 +68,6 @@ std::vector<std::vector<std::string>> TableAfter(std::string_view output, const 
   }
   return rows;
 }
-
-// Every figure is a count, a time or a rate: finite, not negative, and small
-// enough to convert to the result's integer fields without overflow.
-constexpr double kLargestFigure = 1e15;
-bool Plausible(double v) { return std::isfinite(v) && v >= 0 && v <= kLargestFigure; }
 
 // The performance table: row -> column (lower case) -> value.
 using PerformanceTable = std::map<std::string, std::map<std::string, double>>;
@@ -135,24 +115,33 @@ bool CommonNumber(const CommonTable& values, const char* key, double* out) {
   return it != values.end() && LeadingNumber(it->second, out);
 }
 
-// A performance table cell; 0 when absent.
-double Cell(const PerformanceTable& metric, const char* row, const char* column) {
+// A performance table cell; nullopt when the table lacks it or prints "/".
+std::optional<double> Cell(const PerformanceTable& metric, const char* row, const char* column) {
   auto it = metric.find(row);
-  if (it == metric.end()) return 0.0;
+  if (it == metric.end()) return std::nullopt;
   auto c = it->second.find(column);
-  return c == it->second.end() ? 0.0 : c->second;
+  if (c == it->second.end()) return std::nullopt;
+  return c->second;
 }
 
+// Times are in ms; a cell in μs ("8792 μs", some builds' DecodeTime) is
+// converted (UnitScale). The tool prints no P50: it stays unset.
 void SetLatencyStats(const PerformanceTable& metric, const char* row, crest::v1::LatencyStats* s) {
   if (metric.find(row) == metric.end()) return;
   auto get = [&metric, row](const char* column) { return Cell(metric, row, column); };
-  s->set_average_ms(get("average"));
-  s->set_max_ms(get("max"));
-  s->set_min_ms(get("min"));
-  s->set_p50_ms(get("p50") != 0 ? get("p50") : get("median"));
-  s->set_p90_ms(get("p90"));
-  s->set_p99_ms(get("p99"));
-  s->set_samples(static_cast<uint64_t>(get("n")));
+  s->set_average_ms(get("average").value_or(0));
+  s->set_max_ms(get("max").value_or(0));
+  s->set_min_ms(get("min").value_or(0));
+  if (auto v = get("p50")) {
+    s->set_p50_ms(*v);
+  } else if (auto median = get("median")) {
+    s->set_p50_ms(*median);
+  }
+  if (auto v = get("p75")) s->set_p75_ms(*v);
+  if (auto v = get("p90")) s->set_p90_ms(*v);
+  if (auto v = get("slo_p90")) s->set_slo_p90_ms(*v);
+  if (auto v = get("p99")) s->set_p99_ms(*v);
+  s->set_samples(static_cast<uint64_t>(get("n").value_or(0)));
 }
 
 // Counts, concurrency, duration and rates from the common table; returns
@@ -213,7 +202,7 @@ absl::StatusOr<double> SetCommonFigures(const CommonTable& values, crest::v1::Be
 // uint64 holds.
 absl::StatusOr<uint64_t> TotalTokens(const PerformanceTable& metric, const char* row,
                                      double returned) {
-  const double tokens = std::round(Cell(metric, row, "average") * returned);
+  const double tokens = std::round(Cell(metric, row, "average").value_or(0) * returned);
   if (tokens > kLargestFigure) {
     return absl::InvalidArgumentError(absl::StrCat("MindIE benchmark: ", row,
                                                    " average x Returned is ", tokens,
@@ -328,6 +317,12 @@ std::vector<std::string> MindieBenchmarkEnv() {
 absl::StatusOr<crest::v1::BenchmarkResult> ParseMindieBenchmarkOutput(std::string_view output) {
   std::vector<std::vector<std::string>> perf = TableAfter(output, kPerfHeader);
   std::vector<std::vector<std::string>> common = TableAfter(output, kCommonHeader);
+  if (perf.size() < 2 && !common.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MindIE benchmark output has the \"", kCommonHeader, "\" table but not the \"", kPerfHeader,
+        "\" one: without FirstTokenTime and DecodeTime the run cannot be used (run the tool "
+        "with MINDIE_LOG_TO_STDOUT=\"benchmark:1; client:1\" so it prints both)"));
+  }
   if (perf.size() < 2 || common.empty()) {
     std::string_view tail = output.substr(output.size() > 400 ? output.size() - 400 : 0);
     return absl::InvalidArgumentError(

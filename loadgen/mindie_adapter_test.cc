@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,6 +19,7 @@ namespace {
 
 using ::crest::testing::IsOk;
 using ::crest::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -146,6 +148,143 @@ TEST(MindieAdapterTest, ACellThatIsNotANumberLeavesTheFigureUnset) {
 TEST(MindieAdapterTest, OutputWithoutTablesIsAnErrorQuotingTheTail) {
   EXPECT_THAT(ParseMindieBenchmarkOutput(TestData("mindie_benchmark_failed.txt")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Connection refused")));
+}
+
+// ---------------------------------------------- real outputs (tests/data/real)
+
+std::string RealBenchmark(const std::string& name) {
+  const char* env = std::getenv("CREST_SOURCE_DIR");
+  std::string root =
+      env != nullptr ? env
+                     : std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/loadgen/"));
+  absl::StatusOr<std::string> text = ReadFileToString(root + "/tests/data/real/benchmark/" + name);
+  EXPECT_THAT(text, IsOk());
+  return text.ok() ? *text : "";
+}
+
+// MindIE 1.0.0 (QwQ-32B, 8792 GSM8K requests): P75, P90, SLO_P90, P99 and
+// no P50; GenerateSpeed alone (no Input/Output/TotalGenerateSpeed rows);
+// a logger line before each table; "/ μs" and "8792[ 100.0% ]" cells.
+TEST(MindieAdapterRealTest, OlderTwoTablesWithoutP50OrTheNewerSpeedRows) {
+  absl::StatusOr<crest::v1::BenchmarkResult> r = ParseMindieBenchmarkOutput(
+      RealBenchmark("mindie-benchmark-1.0.0-qwq32b-gsm8k-8792req-output.py-115.txt"));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_DOUBLE_EQ(r->generate_speed(), 368.6777);
+  EXPECT_DOUBLE_EQ(r->generate_speed_per_client(), 36.8678);
+  EXPECT_FALSE(r->has_input_generate_speed());
+  EXPECT_FALSE(r->has_total_generate_speed());
+  EXPECT_DOUBLE_EQ(r->qps(), 0.8206);
+  EXPECT_EQ(r->succeeded(), 8792U);
+  EXPECT_EQ(r->failed(), 0U);
+  EXPECT_EQ(r->concurrency(), 10U);
+  EXPECT_EQ(google::protobuf::util::TimeUtil::DurationToMilliseconds(r->duration()), 10714432);
+  const crest::v1::LatencyStats& ftt = r->first_token_time();
+  EXPECT_DOUBLE_EQ(ftt.average_ms(), 64.7768);
+  EXPECT_DOUBLE_EQ(ftt.max_ms(), 848.3901);
+  EXPECT_DOUBLE_EQ(ftt.min_ms(), 49.9074);
+  EXPECT_FALSE(ftt.has_p50_ms());
+  EXPECT_DOUBLE_EQ(ftt.p75_ms(), 69.1345);
+  EXPECT_DOUBLE_EQ(ftt.p90_ms(), 74.367);
+  EXPECT_DOUBLE_EQ(ftt.slo_p90_ms(), 74.367);
+  EXPECT_DOUBLE_EQ(ftt.p99_ms(), 93.7642);
+  EXPECT_EQ(ftt.samples(), 8792U);
+  EXPECT_DOUBLE_EQ(r->decode_time().average_ms(), 27.0037);
+  EXPECT_DOUBLE_EQ(r->decode_time().slo_p90_ms(), 27.6082);
+  EXPECT_DOUBLE_EQ(r->e2e_latency().average_ms(), 12176.1428);
+  EXPECT_EQ(r->output_tokens(), 3950172U);  // 449.2916 x 8792, rounded
+  EXPECT_EQ(r->input_tokens(), 526609U);    // 59.8964 x 8792, rounded
+}
+
+// A newer build (DeepSeek-V3, one request): Output/Input/TotalGenerateSpeed,
+// no logger line before the performance table.
+TEST(MindieAdapterRealTest, NewerBuildsSpeedRowsAreRead) {
+  for (const auto& [file, output, input, total] :
+       std::vector<std::tuple<std::string, double, double, double>>{
+           {"mindie-benchmark-newer-deepseek-v3-1req-output.py-121-dosampling-false.txt", 5.2124,
+            29.1335, 34.3459},
+           {"mindie-benchmark-newer-deepseek-v3-1req-output.py-121-dosampling-true.txt", 5.3221,
+            32.6631, 37.9852}}) {
+    SCOPED_TRACE(file);
+    absl::StatusOr<crest::v1::BenchmarkResult> r = ParseMindieBenchmarkOutput(RealBenchmark(file));
+    ASSERT_THAT(r, IsOk());
+    EXPECT_DOUBLE_EQ(r->generate_speed(), output);
+    EXPECT_DOUBLE_EQ(r->input_generate_speed(), input);
+    EXPECT_DOUBLE_EQ(r->total_generate_speed(), total);
+    EXPECT_EQ(r->succeeded(), 1U);
+    EXPECT_EQ(r->concurrency(), 128U);
+    EXPECT_FALSE(r->first_token_time().has_p50_ms());
+    EXPECT_TRUE(r->first_token_time().has_slo_p90_ms());
+  }
+}
+
+// 200 requests: a DecodeTime whose SLO_P90 is far from its P90, and a
+// DecoderBatchsize SLO_P90 of "/".
+TEST(MindieAdapterRealTest, TwoHundredRequestRunKeepsEveryPercentileItPrints) {
+  absl::StatusOr<crest::v1::BenchmarkResult> r = ParseMindieBenchmarkOutput(
+      RealBenchmark("mindie-benchmark-qwq32b-gsm8k-200req-output.py-114.txt"));
+  ASSERT_THAT(r, IsOk());
+  EXPECT_DOUBLE_EQ(r->generate_speed(), 35.9032);
+  EXPECT_EQ(r->succeeded(), 200U);
+  EXPECT_DOUBLE_EQ(r->decode_time().p90_ms(), 29.1581);
+  EXPECT_DOUBLE_EQ(r->decode_time().slo_p90_ms(), 507.8787);
+  EXPECT_DOUBLE_EQ(r->decode_time().max_ms(), 240991.5447);
+}
+
+// Every recorded output of the corpus: a result with a figure, or the one
+// refusal of a run that logged only its common table.
+TEST(MindieAdapterRealTest, EveryRecordedOutputParsesOrIsRefusedByName) {
+  const char* env = std::getenv("CREST_SOURCE_DIR");
+  const std::string root =
+      env != nullptr ? env
+                     : std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/loadgen/"));
+  int outputs = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(root + "/tests/data/real/benchmark")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find("-output") == std::string::npos) continue;
+    ++outputs;
+    SCOPED_TRACE(name);
+    absl::StatusOr<crest::v1::BenchmarkResult> r = ParseMindieBenchmarkOutput(RealBenchmark(name));
+    if (name.find("common-only") != std::string::npos) {
+      EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument));
+      continue;
+    }
+    ASSERT_THAT(r, IsOk());
+    EXPECT_GT(r->generate_speed(), 0);
+    EXPECT_GT(r->succeeded(), 0U);
+    EXPECT_FALSE(r->first_token_time().has_p50_ms());
+    EXPECT_TRUE(r->first_token_time().has_p99_ms());
+  }
+  EXPECT_GE(outputs, 5);
+}
+
+// Only the common table was logged: no latencies, so no usable run.
+TEST(MindieAdapterRealTest, CommonTableAloneIsRefusedNamingTheMissingTable) {
+  EXPECT_THAT(ParseMindieBenchmarkOutput(RealBenchmark(
+                  "mindie-benchmark-qwq32b-gsm8k-8792req-common-only-output.py-120.txt")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("has the \"The BenchMark test common metric result is:\" "
+                                       "table but not"),
+                             HasSubstr("MINDIE_LOG_TO_STDOUT"))));
+}
+
+// The command line a user ran (QwQ-32B): every flag of it is one the adapter
+// builds, spelled the same.
+TEST(MindieAdapterRealTest, TheRealCommandLinesFlagsAreTheAdapters) {
+  const std::string real = RealBenchmark("mindie-benchmark-command-line-qwq32b.txt");
+  RunOptions o = Gsm8kOptions();
+  MindieToolOptions tool;
+  tool.model_path = "/weights/qwq32b_mindie/QwQ-32B";
+  absl::StatusOr<std::vector<std::string>> args = BuildMindieBenchmarkArgs(o, tool);
+  ASSERT_THAT(args, IsOk());
+  for (const char* flag :
+       {"--DatasetPath", "--DatasetType", "--ModelName", "--ModelPath", "--TestType", "--Http",
+        "--ManagementHttp", "--Concurrency", "--MaxOutputLen"}) {
+    EXPECT_THAT(real, HasSubstr(flag));
+    EXPECT_THAT(*args, ::testing::Contains(std::string(flag)));
+  }
+  EXPECT_THAT(real, HasSubstr("export MINDIE_LOG_TO_STDOUT=\"benchmark:1; client:1\""));
+  EXPECT_THAT(MindieBenchmarkEnv(), ElementsAre("MINDIE_LOG_TO_STDOUT=benchmark:1; client:1"));
 }
 
 TEST(MindieAdapterTest, BuildsTheToolsCommandLineFromTheSpec) {

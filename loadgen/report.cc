@@ -18,12 +18,18 @@ double Seconds(const google::protobuf::Duration& d) {
   return static_cast<double>(TimeUtil::DurationToNanoseconds(d)) / 1e9;
 }
 
+// A percentile the source did not give is null, never 0.
+ordered_json Optional(bool has, double value) { return has ? ordered_json(value) : ordered_json(); }
+
 ordered_json Stats(const crest::v1::LatencyStats& s) {
-  return ordered_json{{"average", s.average_ms()},
-                      {"p50", s.p50_ms()},
-                      {"p90", s.p90_ms()},
-                      {"p99", s.p99_ms()},
-                      {"max", s.max_ms()}};
+  ordered_json out{{"average", s.average_ms()},
+                   {"p50", Optional(s.has_p50_ms(), s.p50_ms())},
+                   {"p90", Optional(s.has_p90_ms(), s.p90_ms())},
+                   {"p99", Optional(s.has_p99_ms(), s.p99_ms())},
+                   {"max", s.max_ms()}};
+  if (s.has_p75_ms()) out["p75"] = s.p75_ms();
+  if (s.has_slo_p90_ms()) out["slo_p90"] = s.slo_p90_ms();
+  return out;
 }
 
 const char* ApiName(crest::v1::BenchmarkApi api) {
@@ -82,6 +88,8 @@ ordered_json Parameters(const ReportContext& context) {
 }
 
 std::string Ms(double v) { return absl::StrFormat("%.4f ms", v); }
+// A percentile the source lacks prints as MindIE prints it: "/".
+std::string Ms(bool has, double v) { return has ? Ms(v) : "/"; }
 
 ordered_json Client(const crest::v1::ClientHealth& c) {
   ordered_json j{
@@ -122,8 +130,8 @@ std::string FormatJson(const crest::v1::BenchmarkResult& r, const ReportContext&
   j["E2ELatencyMin"] = r.e2e_latency().min_ms();
   j["InputTokens"] = r.input_tokens();
   j["OutputTokens"] = r.output_tokens();
-  j["InputGenerateSpeed"] = r.input_generate_speed();
-  j["TotalGenerateSpeed"] = r.total_generate_speed();
+  j["InputGenerateSpeed"] = Optional(r.has_input_generate_speed(), r.input_generate_speed());
+  j["TotalGenerateSpeed"] = Optional(r.has_total_generate_speed(), r.total_generate_speed());
   j["Concurrency"] = r.concurrency();
   j["TimeElapsed"] = Seconds(r.duration());
   j["started"] = TimeUtil::ToString(r.started());
@@ -143,8 +151,9 @@ std::string FormatTable(const crest::v1::BenchmarkResult& r, const ReportContext
   absl::StrAppend(&out, rule, "\n");
   auto row = [&out](const char* name, const crest::v1::LatencyStats& s) {
     absl::StrAppendFormat(&out, "%-20s%16s%16s%16s%16s%16s%16s%10d\n", name, Ms(s.average_ms()),
-                          Ms(s.max_ms()), Ms(s.min_ms()), Ms(s.p50_ms()), Ms(s.p90_ms()),
-                          Ms(s.p99_ms()), s.samples());
+                          Ms(s.max_ms()), Ms(s.min_ms()), Ms(s.has_p50_ms(), s.p50_ms()),
+                          Ms(s.has_p90_ms(), s.p90_ms()), Ms(s.has_p99_ms(), s.p99_ms()),
+                          s.samples());
   };
   row("FirstTokenTime", r.first_token_time());
   row("DecodeTime", r.decode_time());
@@ -167,8 +176,12 @@ std::string FormatTable(const crest::v1::BenchmarkResult& r, const ReportContext
   kv("InputTokens", absl::StrCat(r.input_tokens()));
   kv("GeneratedTokens", absl::StrCat(r.output_tokens()));
   kv("GenerateSpeed", absl::StrFormat("%.4f token/s", r.generate_speed()));
-  kv("InputGenerateSpeed", absl::StrFormat("%.4f token/s", r.input_generate_speed()));
-  kv("TotalGenerateSpeed", absl::StrFormat("%.4f token/s", r.total_generate_speed()));
+  kv("InputGenerateSpeed", r.has_input_generate_speed()
+                               ? absl::StrFormat("%.4f token/s", r.input_generate_speed())
+                               : "/");
+  kv("TotalGenerateSpeed", r.has_total_generate_speed()
+                               ? absl::StrFormat("%.4f token/s", r.total_generate_speed())
+                               : "/");
   kv("GenerateSpeedPerClient", absl::StrFormat("%.4f token/s", r.generate_speed_per_client()));
   kv("TokenCountSource", SourceName(r.token_count_source()));
   if (r.has_client()) {

@@ -23,6 +23,10 @@ crest::v1::BenchmarkResult Sample() {
   r.mutable_first_token_time()->set_p99_ms(130);
   r.mutable_first_token_time()->set_max_ms(140);
   r.mutable_decode_time()->set_average_ms(10);
+  // crest-bench's own runs give every percentile (run_statistics.cc).
+  r.mutable_decode_time()->set_p50_ms(9);
+  r.mutable_decode_time()->set_p90_ms(12);
+  r.mutable_decode_time()->set_p99_ms(15);
   r.set_qps(3.5);
   r.set_succeeded(7);
   r.set_failed(2);
@@ -31,6 +35,30 @@ crest::v1::BenchmarkResult Sample() {
   r.set_concurrency(100);
   *r.mutable_duration() = google::protobuf::util::TimeUtil::MillisecondsToDuration(2000);
   return r;
+}
+
+// A tool's run (MindIE's benchmark: no P50; P75 and SLO_P90 besides): the
+// keys stay, a percentile the tool lacks is null, never 0, and the table
+// prints "/" as MindIE does.
+TEST(ReportTest, APercentileTheToolLacksIsNullAndTheExtraOnesAreKept) {
+  crest::v1::BenchmarkResult r = Sample();
+  r.mutable_first_token_time()->clear_p50_ms();
+  r.mutable_first_token_time()->set_p75_ms(110);
+  r.mutable_first_token_time()->set_slo_p90_ms(121);
+  RunOptions o;
+  ReportContext ctx{&o, "mindie-benchmark"};
+  nlohmann::json j = nlohmann::json::parse(FormatJson(r, ctx));
+  ASSERT_TRUE(j["FirstTokenTime"].contains("p50"));
+  EXPECT_TRUE(j["FirstTokenTime"]["p50"].is_null());
+  EXPECT_DOUBLE_EQ(j["FirstTokenTime"]["p75"].get<double>(), 110);
+  EXPECT_DOUBLE_EQ(j["FirstTokenTime"]["slo_p90"].get<double>(), 121);
+  EXPECT_FALSE(j["DecodeTime"].contains("p75"));
+  EXPECT_TRUE(j["InputGenerateSpeed"].is_null());
+  EXPECT_TRUE(j["TotalGenerateSpeed"].is_null());
+  std::string table = FormatTable(r, ctx);
+  EXPECT_THAT(table, HasSubstr("FirstTokenTime"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("FirstTokenTime +101\\.0000 ms +140\\.0000 ms "
+                                              "+0\\.0000 ms +/ +120\\.0000 ms"));
 }
 
 TEST(ReportTest, JsonHasTheContractKeys) {

@@ -296,15 +296,18 @@ void NormalizeTimeScale(crest::v1::BenchmarkResult* r, double scale) {
   if (scale <= 0 || scale == 1) return;
   r->set_generate_speed(r->generate_speed() / scale);
   r->set_generate_speed_per_client(r->generate_speed_per_client() / scale);
-  r->set_total_generate_speed(r->total_generate_speed() / scale);
-  r->set_input_generate_speed(r->input_generate_speed() / scale);
+  if (r->has_total_generate_speed()) r->set_total_generate_speed(r->total_generate_speed() / scale);
+  if (r->has_input_generate_speed()) r->set_input_generate_speed(r->input_generate_speed() / scale);
   r->set_qps(r->qps() / scale);
   for (auto* stats :
        {r->mutable_first_token_time(), r->mutable_decode_time(), r->mutable_e2e_latency()}) {
     stats->set_average_ms(stats->average_ms() * scale);
-    stats->set_p50_ms(stats->p50_ms() * scale);
-    stats->set_p90_ms(stats->p90_ms() * scale);
-    stats->set_p99_ms(stats->p99_ms() * scale);
+    // A percentile the source lacks stays unset.
+    if (stats->has_p50_ms()) stats->set_p50_ms(stats->p50_ms() * scale);
+    if (stats->has_p75_ms()) stats->set_p75_ms(stats->p75_ms() * scale);
+    if (stats->has_p90_ms()) stats->set_p90_ms(stats->p90_ms() * scale);
+    if (stats->has_slo_p90_ms()) stats->set_slo_p90_ms(stats->slo_p90_ms() * scale);
+    if (stats->has_p99_ms()) stats->set_p99_ms(stats->p99_ms() * scale);
     stats->set_max_ms(stats->max_ms() * scale);
     stats->set_min_ms(stats->min_ms() * scale);
   }
