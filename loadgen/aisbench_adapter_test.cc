@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -14,6 +13,8 @@
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_ca.h"
+#include "common/testing/test_paths.h"
+#include "loadgen/testing/recorded_runner.h"
 
 namespace crest::loadgen {
 namespace {
@@ -25,33 +26,15 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string Root() {
-  const char* env = std::getenv("CREST_SOURCE_DIR");
-  return env != nullptr ? env
-                        : std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/loadgen/"));
-}
-
 std::string Read(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(Root() + "/" + path);
+  absl::StatusOr<std::string> text = ReadFileToString(crest::testing::SourceDir() + "/" + path);
   EXPECT_THAT(text, IsOk());
   return text.ok() ? *text : "";
 }
 
 std::string Real(const std::string& name) { return Read("tests/data/real/aisbench/" + name); }
 
-class RecordedRunner final : public ProcessRunner {
- public:
-  explicit RecordedRunner(std::string output) : output_(std::move(output)) {}
-  absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& /*env*/) override {
-    argv_ = argv;
-    return ProcessResult{0, output_};
-  }
-  std::vector<std::string> argv_;
-
- private:
-  std::string output_;
-};
+using testing::RecordedRunner;
 
 RunOptions Options() {
   RunOptions o;

@@ -3,7 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -13,6 +12,8 @@
 
 #include "common/file_util.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
+#include "loadgen/testing/recorded_runner.h"
 
 namespace crest::loadgen {
 namespace {
@@ -24,33 +25,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string TestData(const std::string& name) {
-  const char* env = std::getenv("CREST_SOURCE_DIR");
-  std::string root =
-      env != nullptr ? env
-                     : std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/loadgen/"));
-  absl::StatusOr<std::string> text = ReadFileToString(root + "/tests/loadgen/testdata/" + name);
+  absl::StatusOr<std::string> text =
+      ReadFileToString(crest::testing::SourceDir() + "/tests/loadgen/testdata/" + name);
   EXPECT_THAT(text, IsOk());
   return text.ok() ? *text : "";
 }
 
-// Replays a recorded run of the tool and remembers what it was asked to run.
-class RecordedRunner final : public ProcessRunner {
- public:
-  explicit RecordedRunner(std::string output, int exit_code = 0)
-      : output_(std::move(output)), exit_code_(exit_code) {}
-  absl::StatusOr<ProcessResult> Run(const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& env) override {
-    argv_ = argv;
-    env_ = env;
-    return ProcessResult{exit_code_, output_};
-  }
-  std::vector<std::string> argv_;
-  std::vector<std::string> env_;
-
- private:
-  std::string output_;
-  int exit_code_;
-};
+using testing::RecordedRunner;
 
 RunOptions Gsm8kOptions() {
   RunOptions o;
@@ -153,11 +134,8 @@ TEST(MindieAdapterTest, OutputWithoutTablesIsAnErrorQuotingTheTail) {
 // ---------------------------------------------- real outputs (tests/data/real)
 
 std::string RealBenchmark(const std::string& name) {
-  const char* env = std::getenv("CREST_SOURCE_DIR");
-  std::string root =
-      env != nullptr ? env
-                     : std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/loadgen/"));
-  absl::StatusOr<std::string> text = ReadFileToString(root + "/tests/data/real/benchmark/" + name);
+  absl::StatusOr<std::string> text =
+      ReadFileToString(crest::testing::SourceDir() + "/tests/data/real/benchmark/" + name);
   EXPECT_THAT(text, IsOk());
   return text.ok() ? *text : "";
 }
@@ -233,13 +211,9 @@ TEST(MindieAdapterRealTest, TwoHundredRequestRunKeepsEveryPercentileItPrints) {
 // Every recorded output of the corpus: a result with a figure, or the one
 // refusal of a run that logged only its common table.
 TEST(MindieAdapterRealTest, EveryRecordedOutputParsesOrIsRefusedByName) {
-  const char* env = std::getenv("CREST_SOURCE_DIR");
-  const std::string root =
-      env != nullptr ? env
-                     : std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/loadgen/"));
   int outputs = 0;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(root + "/tests/data/real/benchmark")) {
+  for (const auto& entry : std::filesystem::directory_iterator(crest::testing::SourceDir() +
+                                                               "/tests/data/real/benchmark")) {
     const std::string name = entry.path().filename().string();
     if (name.find("-output") == std::string::npos) continue;
     ++outputs;

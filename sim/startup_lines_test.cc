@@ -39,6 +39,7 @@ StartupLines Lines(const Fixture& f, StartupStyle style) {
 
 std::vector<std::string> Texts(const std::vector<SimLogLine>& lines) {
   std::vector<std::string> out;
+  out.reserve(lines.size());
   for (const SimLogLine& l : lines) out.push_back(l.text);
   return out;
 }

@@ -36,6 +36,26 @@ absl::StatusOr<std::string> WriteSimConfigJson(
   return path;
 }
 
+absl::Status WriteProfileWithMemoryWarnings(const std::string& path, double memory_gib) {
+  CREST_ASSIGN_OR_RETURN(std::string profile,
+                         ReadFileToString(SourceDir() + "/sim/profiles/llama3-8b-910b.json"));
+  auto replace = [&profile](const std::string& from, const std::string& to) -> absl::Status {
+    const size_t at = profile.find(from);
+    if (at == std::string::npos) {
+      return absl::FailedPreconditionError(absl::StrCat("the profile has no ", from));
+    }
+    profile.replace(at, from.size(), to);
+    return absl::OkStatus();
+  };
+  CREST_RETURN_IF_ERROR(
+      replace(R"("model": {)", R"("model": {"kv_cache_int8": true, "multimodal": true, )"));
+  if (memory_gib > 0) {
+    CREST_RETURN_IF_ERROR(
+        replace(R"("memory_gib": 64)", absl::StrCat(R"("memory_gib": )", memory_gib)));
+  }
+  return WriteFileAtomically(path, profile);
+}
+
 bool ReadUntil(Subprocess& p, const std::string& needle, std::string* out, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (!absl::StrContains(*out, needle)) {

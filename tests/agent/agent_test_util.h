@@ -27,6 +27,12 @@ absl::StatusOr<std::string> WriteSimConfigJson(
     const std::string& dir, std::vector<PortReservation>& ports,
     const std::vector<std::pair<std::vector<std::string>, std::string>>& extra = {});
 
+// The shipped LLaMA3-8B profile made to print both memory WARNINGs of a
+// normal start (model.kv_cache_int8 and model.multimodal; the multimodal one
+// needs npuMemSize -1), written to `path`; with `memory_gib` > 0 the card has
+// that much memory.
+absl::Status WriteProfileWithMemoryWarnings(const std::string& path, double memory_gib = 0);
+
 // A running crest-agent binary.
 class AgentProcess {
  public:

@@ -151,15 +151,8 @@ TEST_F(LifecycleTest, OnlyAWarmUpCacheBeforeReadyIsReadAfterOneRequest) {
 // The two WARNING lines that mention memory in a normal start (a KV cache in
 // int8, a multimodal model with npuMemSize -1) leave the daemon running.
 TEST_F(LifecycleTest, MemoryWarningsOfANormalStartAreNoFailure) {
-  auto profile = ReadFileToString(testing::SourceDir() + "/sim/profiles/llama3-8b-910b.json");
-  CREST_ASSERT_OK(profile);
-  std::string warned = *profile;
-  const std::string model = "\"model\": {";
-  ASSERT_NE(warned.find(model), std::string::npos);
-  warned.replace(warned.find(model), model.size(),
-                 model + "\"kv_cache_int8\": true, \"multimodal\": true, ");
   const std::string path = dir_.path() + "/warned-profile.json";
-  CREST_ASSERT_OK(WriteFileAtomically(path, warned));
+  CREST_ASSERT_OK(testing::WriteProfileWithMemoryWarnings(path));
   auto s =
       Make({"--time-scale", "50", "--profile", path}, 20,
            {{{"BackendConfig", "ModelDeployConfig", "ModelConfig", "[0]", "npuMemSize"}, "-1"}});

@@ -28,22 +28,14 @@ using RealLogE2e = CampaignFixture;
 TEST_F(RealLogE2e, AutoRangeComesFromTheServingCacheLoggedAtTheFirstRequest) {
   const std::string root = dir_.File("node-1");
   // LLaMA3-8B whose KV cache is int8 (the AclNN note) and taken as
-  // multimodal (the npuMemSize -1 note), with npuMemSize -1.
-  absl::StatusOr<std::string> profile =
-      ReadFileToString(SourceDir() + "/sim/profiles/llama3-8b-910b.json");
-  ASSERT_TRUE(profile.ok()) << profile.status();
-  const std::string model_key = "\"model\": {";
-  ASSERT_NE(profile->find(model_key), std::string::npos);
-  profile->replace(profile->find(model_key), model_key.size(),
-                   model_key + "\"kv_cache_int8\": true, \"multimodal\": true, ");
-  // A 32 GiB card: npuMemSize -1 gives floor((32 - 3 - 14.96) * 0.8) = 11
-  // GiB, about 1400 blocks, so a short run fills the range's first batch.
-  const std::string memory = "\"memory_gib\": 64";
-  ASSERT_NE(profile->find(memory), std::string::npos);
-  profile->replace(profile->find(memory), memory.size(), "\"memory_gib\": 32");
+  // multimodal (the npuMemSize -1 note), with npuMemSize -1, on a 32 GiB
+  // card: floor((32 - 3 - 14.96) * 0.8) = 11 GiB of cache, about 1400
+  // blocks, so a short run fills the range's first batch.
   const std::string profile_path = root + "/profile.json";
   ASSERT_TRUE(MakeDirectories(root).ok());
-  ASSERT_TRUE(WriteFileAtomically(profile_path, *profile).ok());
+  ASSERT_TRUE(crest::agent::testing::WriteProfileWithMemoryWarnings(profile_path, 32).ok());
+  absl::StatusOr<std::string> profile = ReadFileToString(profile_path);
+  ASSERT_TRUE(profile.ok()) << profile.status();
   std::vector<PortReservation> ports;
   absl::StatusOr<std::string> config_json = crest::agent::testing::WriteSimConfigJson(
       root + "/mindie", ports,
