@@ -121,8 +121,6 @@ bool IsFatalOutOfMemory(absl::string_view line) {
   return level == LogLevel::kError && SaysOutOfMemory(lower);
 }
 
-bool IsOutOfMemory(absl::string_view line) { return IsFatalOutOfMemory(line); }
-
 bool IsConfigError(absl::string_view line) {
   LogLevel level = LineLogLevel(line);
   if (level != LogLevel::kError && level != LogLevel::kNone) return false;

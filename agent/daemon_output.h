@@ -52,8 +52,6 @@ bool IsWarmUpMarker(absl::string_view line);
 // of NPU blocks", "Num_npu_blocks must be non-negative", "Device out of memory
 // (OOM)", "Npu out of memory, OOM".
 bool IsFatalOutOfMemory(absl::string_view line);
-// The same test, under the name daemon_watch.cc calls.
-bool IsOutOfMemory(absl::string_view line);
 
 // The line reports a config error: "invalid config", or "error" with
 // "config"; never on a WARNING, INFO or DEBUG line (a permission warning on

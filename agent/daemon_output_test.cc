@@ -112,8 +112,6 @@ TEST(IsFatalOutOfMemoryTest, WarningsAreNotFatal) {
   // No level and no known fatal text.
   EXPECT_FALSE(IsFatalOutOfMemory("OUT OF MEMORY"));
   EXPECT_FALSE(IsFatalOutOfMemory(""));
-  // IsOutOfMemory, the name daemon_watch.cc calls, is the same test.
-  EXPECT_FALSE(IsOutOfMemory(kAclnnWarning));
 }
 
 TEST(IsFatalOutOfMemoryTest, RealFatalTexts) {
@@ -144,7 +142,7 @@ TEST(IsFatalOutOfMemoryTest, RealFatalTexts) {
   EXPECT_TRUE(IsFatalOutOfMemory(
       "[2025-01-01 10:00:00.123] [42] [llm] [ERROR] NPU out of memory: weights 15.00 GiB/card"));
   EXPECT_TRUE(IsFatalOutOfMemory("[ERROR] OutOfMemory while allocating the KV cache"));
-  EXPECT_TRUE(IsOutOfMemory("[ERROR] OutOfMemory while allocating the KV cache"));
+  EXPECT_TRUE(IsFatalOutOfMemory("[ERROR] OutOfMemory while allocating the KV cache"));
   // An ERROR line about something else.
   EXPECT_FALSE(IsFatalOutOfMemory(
       "[ERROR] RUNTIME(29167,mindie_llm_backend_connector):2025-04-27-07:23:17.709.121 "
