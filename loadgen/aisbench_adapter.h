@@ -1,7 +1,9 @@
 // Adapter for AISBench (`ais_bench`, github.com/AISBench/benchmark), the
 // open-source tool that replaces MindIE's `benchmark`: builds its perf-mode
 // command line from the same RunOptions (its API-model overrides --host-ip,
-// --host-port, --model-name, --batch-size, --max-out-len, --request-rate),
+// --host-port, --model-name, --batch-size, --max-out-len, --request-rate,
+// --num-prompts, --num-warmups: AISBench/benchmark
+// ais_bench/benchmark/cli/argument_parser.py at commit 02a6f3d),
 // runs it behind ProcessRunner, and reads its results into a
 // BenchmarkResult: the result files it names on its last line
 // (performances/<model abbr>/<dataset abbr>.csv and .json under its work
