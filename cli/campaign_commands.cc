@@ -21,7 +21,9 @@
 #include "cli/commands.h"
 #include "cli/rpc_client.h"
 
+#include "common/curve_file.h"
 #include "common/file_util.h"
+#include "controller/campaign_io/report_curve.h"
 #include "crest/v1/controller.grpc.pb.h"
 
 namespace crest::cli {
@@ -135,17 +137,24 @@ int Watch(const CampaignFlags& flags, const std::string& id) {
 // The report of `id`; HTML also needs the campaign (host settings and times)
 // and, with --practice, the practice's answers.
 absl::StatusOr<std::string> FetchReport(RpcClient<Controller>& client, const std::string& id,
-                                        const std::string& format, const std::string& practice_id) {
+                                        const std::string& format, const std::string& practice_id,
+                                        const std::string& model) {
   crest::v1::GetCampaignReportRequest req;
   req.set_id(id);
   controller::HtmlReportInput input;
   CREST_ASSIGN_OR_RETURN(input.report, client.Call("campaign report", kQueryTimeout,
                                                    &Controller::Stub::GetCampaignReport, req));
-  if (format != "html") return RenderReport(format, input);
+  if (format != "html" && format != "curve") return RenderReport(format, input);
   crest::v1::GetCampaignRequest get;
   get.set_id(id);
   CREST_ASSIGN_OR_RETURN(Campaign campaign, client.Call("campaign report", kQueryTimeout,
                                                         &Controller::Stub::GetCampaign, get));
+  if (format == "curve") {
+    // The spec gives the curve its request shape and block size.
+    CREST_ASSIGN_OR_RETURN(crest::ThroughputCurve curve,
+                           controller::CurveOfModel(input.report, &campaign, model));
+    return crest::CurveJson(curve);
+  }
   input.campaign = &campaign;
   if (!practice_id.empty()) {
     // The practice's ladder run as its own campaign on the same nodes: its
@@ -160,13 +169,13 @@ absl::StatusOr<std::string> FetchReport(RpcClient<Controller>& client, const std
 }
 
 int Report(const CampaignFlags& flags, const std::string& id, const std::string& format,
-           const std::string& out_file, const std::string& practice_id) {
-  if (absl::Status checked = CheckReportFlags(format, practice_id); !checked.ok()) {
+           const std::string& out_file, const std::string& practice_id, const std::string& model) {
+  if (absl::Status checked = CheckReportFlags(format, practice_id, model); !checked.ok()) {
     return Fail(checked.message());
   }
   auto client = RpcClient<Controller>::Open(flags.endpoint);
   if (!client.ok()) return Fail(client.status().message());
-  absl::StatusOr<std::string> text = FetchReport(*client, id, format, practice_id);
+  absl::StatusOr<std::string> text = FetchReport(*client, id, format, practice_id, model);
   if (!text.ok()) return Fail(text.status().message());
   if (out_file.empty()) {
     std::cout << *text;
@@ -238,15 +247,22 @@ void AddCampaignCommands(CLI::App& crest, Action* action) {
   auto format = std::make_shared<std::string>("table");
   auto out_file = std::make_shared<std::string>();
   auto practice_id = std::make_shared<std::string>();
-  report->add_option("--format", *format, "table (default), json, csv or html")
-      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
+  auto model = std::make_shared<std::string>();
+  report
+      ->add_option("--format", *format,
+                   "table (default), json, csv, html, or curve (one model's curve file, which "
+                   "search-bench --curve and mindie-sim --curve replay)")
+      ->check(CLI::IsMember({"table", "json", "csv", "html", "curve"}));
+  report->add_option("--model", *model,
+                     "With --format curve: the model (needed when the campaign has several)");
   report->add_option("-o,--out", *out_file, "Write to this file instead of stdout");
   report->add_option("--practice", *practice_id,
                      "With --format html: a campaign that ran the practice's ladder "
                      "(strategy: practice) on the same nodes; its answer per model is marked on "
                      "the curves beside Crest's");
-  report->callback(
-      [=] { *action = [=] { return Report(*f, *report_id, *format, *out_file, *practice_id); }; });
+  report->callback([=] {
+    *action = [=] { return Report(*f, *report_id, *format, *out_file, *practice_id, *model); };
+  });
 
   AddCampaignCommand(group, "agents", "List the agents the controller knows", f.get(),
                      kQueryTimeout, true)

@@ -137,6 +137,11 @@ TEST(ReportFlags, PracticeNeedsHtml) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "--practice c2: marks the practice's answer on the HTML report's curves; "
                        "it needs --format html, not json"));
+  EXPECT_THAT(CheckReportFlags("curve", "", "LLaMa3-8B"), IsOk());
+  EXPECT_THAT(CheckReportFlags("table", "", "LLaMa3-8B"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--model LLaMa3-8B: picks the model whose curve file --format curve "
+                       "writes; it needs --format curve, not table (which shows every model)"));
 }
 
 TEST(LoadCampaignSpec, DefaultsFilledOrEveryProblemWithTheFileAndLine) {

@@ -21,7 +21,15 @@ absl::StatusOr<crest::v1::CampaignSpec> LoadCampaignSpec(const std::string& path
   return parsed.spec;
 }
 
-absl::Status CheckReportFlags(const std::string& format, const std::string& practice_id) {
+absl::Status CheckReportFlags(const std::string& format, const std::string& practice_id,
+                              const std::string& model) {
+  if (!model.empty() && format != "curve") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--model ", model,
+                     ": picks the model whose curve file --format curve writes; it needs "
+                     "--format curve, not ",
+                     format, " (which shows every model)"));
+  }
   if (!practice_id.empty() && format != "html") {
     return absl::InvalidArgumentError(
         absl::StrCat("--practice ", practice_id,

@@ -17,6 +17,8 @@ namespace crest::cli {
 absl::StatusOr<crest::v1::CampaignSpec> LoadCampaignSpec(const std::string& path);
 
 // --practice marks another campaign's answer on the HTML report only.
-absl::Status CheckReportFlags(const std::string& format, const std::string& practice_id);
+// --practice only with --format html; --model only with --format curve.
+absl::Status CheckReportFlags(const std::string& format, const std::string& practice_id,
+                              const std::string& model = "");
 
 }  // namespace crest::cli

@@ -23,8 +23,10 @@
 #include "absl/strings/strip.h"
 
 #include "common/command_line.h"
+#include "common/curve_file.h"
 #include "common/paths.h"
 #include "sim/config.h"
+#include "sim/curve_replay.h"
 #include "sim/engine.h"
 #include "sim/http_server.h"
 #include "sim/kv_cache.h"
@@ -97,6 +99,8 @@ struct Flags {
   // The MindIE build whose start-up lines to print (startup_lines.h).
   std::string log_style = "2.x";
   bool no_executor_line = false;
+  // A curve file to serve instead of the profile's knee (curve_replay.h).
+  std::string curve;
 };
 
 void AddFlags(CLI::App& app, Flags& flags) {
@@ -136,6 +140,10 @@ void AddFlags(CLI::App& app, Flags& flags) {
         absl::StatusOr<LogStyle> style = ParseLogStyle(v);
         return style.ok() ? std::string() : std::string(style.status().message());
       });
+  app.add_option("--curve", flags.curve,
+                 "serve this curve file (search-bench's format, docs/search.md): step times "
+                 "scaled so the benchmark measures its GenerateSpeed at maxBatchSize, its "
+                 "preemption counter and npuBlockNum; outside its points no start");
   app.add_flag("--no-executor-line", flags.no_executor_line,
                "2.x: leave out the executor's KV cache overview (as a log level above INFO "
                "for the C++ executor does)");
@@ -150,6 +158,9 @@ struct Startup {
   Profile profile;
   OutputLengthDistribution workload;
   KvCacheLayout kv;
+  // --curve: the file and its replay at this maxBatchSize.
+  std::optional<crest::ThroughputCurve> curve;
+  CurveReplay replay;
 };
 
 // config.json, with the container's addresses in place of its own.
@@ -205,6 +216,27 @@ std::optional<int> PlanKv(Startup& startup) {
     return kv.status().code() == absl::StatusCode::kResourceExhausted ? kExitRuntime : kExitConfig;
   }
   startup.kv = *kv;
+  return std::nullopt;
+}
+
+// --curve: the file, and the time per token and counter that replay it at
+// this maxBatchSize; the logged block count becomes the file's.
+std::optional<int> PlanCurve(const Flags& flags, Startup& startup) {
+  if (flags.curve.empty()) return std::nullopt;
+  absl::StatusOr<crest::ThroughputCurve> curve = crest::ReadCurveFile(flags.curve);
+  if (!curve.ok()) {
+    Log("ERROR", "server", absl::StrCat("--curve: ", curve.status().message()));
+    return kExitConfig;
+  }
+  startup.replay = PlanCurveReplay(*curve, startup.config);
+  if (curve->npu_block_num) {
+    startup.kv.computed_blocks = *curve->npu_block_num;
+    startup.kv.usable_blocks = *curve->npu_block_num - 1;
+  }
+  Log("INFO", "server",
+      absl::StrFormat("mindie-sim: serving curve %s (%s): %.6g s per generated token", curve->name,
+                      flags.curve, startup.replay.seconds_per_token));
+  startup.curve = *std::move(curve);
   return std::nullopt;
 }
 
@@ -267,9 +299,22 @@ EngineOptions EngineOptionsFor(const Flags& flags, const Startup& startup) {
                        static_cast<double>(config.decode_time_ms_per_req)};
   options.timing = startup.profile.TimingAt(config.world_size);
   options.time_scale = flags.time_scale;
-  options.noise_cv = flags.noise_cv.value_or(startup.profile.noise_cv);
+  if (startup.curve) {
+    options.scheduler.num_blocks = startup.replay.scheduler_blocks;
+    options.seconds_per_token = startup.replay.seconds_per_token;
+    options.preemptions_per_token = startup.replay.preemptions_per_token;
+  }
+  options.noise_cv =
+      flags.noise_cv.value_or(startup.curve ? startup.curve->noise_cv : startup.profile.noise_cv);
   options.seed = flags.seed.value_or(std::random_device{}());
   return options;
+}
+
+// --omit-metrics, and the preemption counter a curve has none of.
+std::set<std::string> OmittedMetrics(const Flags& flags, const Startup& startup) {
+  std::set<std::string> omit(flags.omit_metrics.begin(), flags.omit_metrics.end());
+  if (startup.curve && !startup.replay.preemptions_per_token) omit.insert("num_preemptions_total");
+  return omit;
 }
 
 // The serving daemon, built in the order it starts: engine, HTTP service,
@@ -280,8 +325,7 @@ class Daemon {
       : flags_(flags),
         startup_(startup),
         tls_(tls),
-        metrics_(startup.config.model_name,
-                 std::set<std::string>(flags.omit_metrics.begin(), flags.omit_metrics.end())),
+        metrics_(startup.config.model_name, OmittedMetrics(flags, startup)),
         engine_(EngineOptionsFor(flags, startup), TokenSink(), &metrics_),
         service_(io_, startup.config, startup.profile, startup.workload, &engine_, &metrics_,
                  [this] { boost::asio::post(io_, [this] { io_.stop(); }); }) {
@@ -377,20 +421,30 @@ class Daemon {
       io_.stop();
       return;
     }
+    if (startup_.replay.infeasible) {
+      Log("ERROR", "llm",
+          absl::StrCat("NPU out of memory: warm-up of maxBatchSize ", config.max_batch_size,
+                       " (--curve: ", *startup_.replay.infeasible, ")"));
+      exit_code_ = kExitRuntime;
+      io_.stop();
+      return;
+    }
     Log("INFO", "llm",
         absl::StrFormat("npuMemSize %.0f GiB, cacheBlockSize %d, %d bytes per block, "
                         "npuBlockNum %d (usable %d, one reserved)",
                         kv.npu_mem_gib, config.cache_block_size, kv.bytes_per_block,
                         kv.computed_blocks, kv.usable_blocks));
-    const StartupLines lines =
-        StartupLinesFor({*ParseLogStyle(flags_.log_style), !flags_.no_executor_line}, config, kv,
-                        startup_.profile, startup_.config_path, static_cast<int>(getpid()));
+    // A curve without a block count: the daemon reports none.
+    const bool blocks_known = !startup_.curve || startup_.curve->npu_block_num.has_value();
+    const StartupLines lines = StartupLinesFor(
+        {*ParseLogStyle(flags_.log_style), !flags_.no_executor_line && blocks_known}, config, kv,
+        startup_.profile, startup_.config_path, static_cast<int>(getpid()));
     for (const SimLogLine& line : lines.before_success) Print(line);
     engine_.Start();
     service_.SetReady();
     Print(lines.success);
     for (const SimLogLine& line : lines.after_success) Print(line);
-    first_forward_ = lines.first_forward;
+    if (blocks_known) first_forward_ = lines.first_forward;
   }
 
   // The serving cache is logged at the first forward pass, i.e. when the
@@ -426,6 +480,7 @@ int RunDaemon(int argc, char** argv) {
   if (auto rc = ReadConfig(flags, startup)) return *rc;
   if (auto rc = ChooseProfile(flags, startup)) return *rc;
   if (auto rc = PlanKv(startup)) return *rc;
+  if (auto rc = PlanCurve(flags, startup)) return *rc;
   std::optional<NpuClaim> npus;
   if (auto rc = ClaimNpus(startup, npus)) return *rc;
   RaiseFileLimit();

@@ -1,5 +1,6 @@
 #include "sim/engine.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace crest::sim {
@@ -55,7 +56,11 @@ void Engine::Loop() {
       continue;
     }
     StepResult step = scheduler_.Step();
-    double ms = step.duration_ms * noise_.Factor(virtual_seconds_);
+    const double natural_ms = options_.seconds_per_token
+                                  ? 1000 * *options_.seconds_per_token *
+                                        static_cast<double>(std::max<size_t>(1, step.tokens.size()))
+                                  : step.duration_ms;
+    double ms = natural_ms * noise_.Factor(virtual_seconds_);
     virtual_seconds_ += ms / 1000.0;
     // Deadlines advance from the previous one, not from "now", so the sink's
     // own cost does not slow the simulated NPU; after a long stall (more
@@ -72,7 +77,15 @@ void Engine::Loop() {
           static_cast<double>(scheduler_.used_blocks()) /
           static_cast<double>(std::max<int64_t>(1, options_.scheduler.num_blocks)));
       metrics_->generated.Increment(static_cast<double>(step.tokens.size()));
-      metrics_->preemptions.Increment(static_cast<double>(step.preempted.size()));
+      auto preempted = static_cast<double>(step.preempted.size());
+      if (options_.preemptions_per_token) {
+        preempted = *options_.preemptions_per_token * static_cast<double>(step.tokens.size());
+        if (preempted > 0 && !preempted_once_) {
+          preempted += 1;
+          preempted_once_ = true;
+        }
+      }
+      metrics_->preemptions.Increment(preempted);
       metrics_->simulated_seconds.Increment(ms / 1000.0);
     }
     if (cv_.wait_until(lock, deadline, [this] { return stop_; })) break;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct EngineOptions {
   double time_scale = 1.0;  // K: a K-times faster NPU
   double noise_cv = 0;
   uint64_t seed = 1;
+  // mindie-sim --curve (curve_replay.h): a step takes this many seconds per
+  // token it generates, instead of the profile's step time, and the
+  // preemption counter advances per generated token (by one at once, so a
+  // short run past the knee shows it) instead of by the scheduler's own.
+  std::optional<double> seconds_per_token;
+  std::optional<double> preemptions_per_token;
 };
 
 class Engine {
@@ -51,10 +58,11 @@ class Engine {
   SimMetrics* metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;           // guarded by mu_
-  Scheduler scheduler_;         // guarded by mu_
-  NoiseProcess noise_;          // engine thread only
-  double virtual_seconds_ = 0;  // engine thread only
+  bool stop_ = false;            // guarded by mu_
+  Scheduler scheduler_;          // guarded by mu_
+  NoiseProcess noise_;           // engine thread only
+  double virtual_seconds_ = 0;   // engine thread only
+  bool preempted_once_ = false;  // engine thread only (--curve's counter)
   std::thread thread_;
 };
 

@@ -43,7 +43,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
+#include "bench/search/play.h"
+#include "bench/search/zoo.h"
 #include "common/command_line.h"
+#include "common/curve_file.h"
 #include "common/paths.h"
 #include "controller/search/knee_cost_model.h"
 #include "controller/search/knee_reading.h"
@@ -58,197 +61,17 @@
 
 namespace {
 
-using crest::controller::NodeSlotKey;
+using crest::bench::Bench;
+using crest::bench::Case;
+using crest::bench::CaseName;
+using crest::bench::Cluster;
+using crest::bench::Play;
+using crest::bench::PlayOut;
+using crest::bench::Strategies;
+using crest::bench::Strategy;
 using crest::controller::Outcomes;
-using crest::controller::PickNodeSlot;
-using crest::controller::PointOutcome;
-using crest::controller::RepeatKey;
-using crest::controller::RepeatOutcome;
 using crest::controller::SearchSpace;
 using crest::controller::SearchStrategy;
-
-struct Case {
-  crest::sim::Profile profile;
-  double npu_mem = 0;
-  int max_output = 0;
-  std::vector<crest::sim::WorkloadRequest> requests;
-  SearchSpace space;
-  int64_t blocks = 0;
-};
-
-// One case's simulator: noise-free and noisy runs, memoised.
-class Bench {
- public:
-  explicit Bench(const Case& c) : c_(c) {}
-
-  crest::sim::WorkloadResult Run(int64_t b, double cv, uint64_t seed) {
-    crest::sim::SchedulerConfig config;
-    config.max_batch_size = static_cast<int>(b);
-    config.max_prefill_batch_size = std::max<int>(1, static_cast<int>(b / 2));
-    config.max_prefill_tokens = 8192;
-    config.block_size = 128;
-    config.num_blocks = c_.blocks - 1;  // the engine keeps one in reserve
-    return crest::sim::SimulateWorkload(
-        config, c_.profile.TimingAt(c_.profile.reference_world_size), c_.requests,
-        static_cast<int>(std::max<int64_t>(1, b - 1)), cv, seed);
-  }
-  struct Point {
-    double speed = 0;
-    double elapsed = 0;
-    double tokens = 0;
-    int64_t preemptions = 0;
-  };
-  const Point& At(int64_t b) {
-    auto it = truth_.find(b);
-    if (it != truth_.end()) return it->second;
-    auto r = Run(b, 0, 1);
-    return truth_[b] = Point{r.generate_speed, r.elapsed_seconds,
-                             static_cast<double>(r.generated_tokens), r.stats.preemptions};
-  }
-  double Truth(int64_t b) { return At(b).speed; }
-  // Model loading before a daemon is ready, at time scale 1 (the profile's).
-  double StartupSeconds() const { return c_.profile.startup_seconds; }
-  // The true peak: a grid of ~60 points, then every point around the best.
-  std::pair<int64_t, double> Peak() {
-    const SearchSpace& s = c_.space;
-    const int64_t step = std::max<int64_t>(1, (s.hi - s.lo) / 60);
-    int64_t best = s.lo;
-    for (int64_t b = s.lo; b <= s.hi; b += step) {
-      if (Truth(b) > Truth(best)) best = b;
-    }
-    const int64_t center = best;
-    for (int64_t b = std::max(s.lo, center - step); b <= std::min(s.hi, center + step); ++b) {
-      if (Truth(b) > Truth(best)) best = b;
-    }
-    return {best, Truth(best)};
-  }
-  // One noisy run. The batching does not depend on time (supportSelectBatch
-  // false), so the run is the noise-free one with its clock warped by the
-  // profile's noise process (simulate.h), epoch by epoch: what
-  // SimulateWorkload with that seed gives, but without re-simulating.
-  PointOutcome Measure(int64_t b, uint64_t seed, size_t repeat, bool signal) {
-    const Point& p = At(b);
-    crest::sim::NoiseProcess noise(c_.profile.noise_cv,
-                                   seed * 1000003ULL + static_cast<uint64_t>(b) * 7919ULL + repeat);
-    constexpr double kEpoch = 10;  // NoiseProcess's default epoch, seconds
-    double base_left = p.elapsed;
-    double t = 0;
-    while (base_left > 0) {
-      const double f = noise.Factor(t);
-      const double epoch_end = (std::floor(t / kEpoch) + 1) * kEpoch;
-      const double base_needed = (epoch_end - t) / f;
-      if (base_needed >= base_left) {
-        t += base_left * f;
-        break;
-      }
-      base_left -= base_needed;
-      t = epoch_end;
-    }
-    PointOutcome o;
-    o.objective = t > 0 ? p.tokens / t : 0;
-    o.samples = {o.objective};
-    if (signal) o.preemptions = p.preemptions;
-    return o;
-  }
-
- private:
-  const Case& c_;
-  std::map<int64_t, Point> truth_;
-};
-
-struct Play {
-  size_t runs = 0;
-  size_t rounds = 0;
-  // Wall-clock at time scale 1: a round takes a daemon start and its longest
-  // benchmark (its places run side by side); the campaign's npuBlockNum
-  // probe, one start, comes first.
-  double seconds = 0;
-  int64_t found = 0;
-  std::string trace;  // "point:throughput/preemptions" of every run, in order
-};
-
-// Where a play's runs go: `node_slots` places (daemon slots of a node) run at
-// once, place i on host i % hosts (every host's first slot first, as the
-// controller orders them), host h
-// measuring `speed[h]` times the simulator's figure (a cluster whose nodes
-// differ; empty: alike). `adjust`: compare points within a node first, as
-// the controller does (node_effects.h); off, the raw figures compare.
-struct Cluster {
-  size_t node_slots = 1;
-  size_t hosts = 1;
-  std::vector<double> speed;
-  bool adjust = true;
-};
-
-// Synchronous rounds on `cluster`: each round measures what the strategy
-// wants, at most one run per place; a repeat goes to a host that has not
-// measured the point when one is free (PickNodeSlot, as the controller does).
-Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
-             const Cluster& cluster, bool signal) {
-  Play play;
-  play.seconds = bench.StartupSeconds();
-  std::map<RepeatKey, RepeatOutcome> outcomes;
-  Outcomes finished;
-  const size_t node_slots = std::max<size_t>(1, cluster.node_slots);
-  const size_t hosts = std::clamp<size_t>(cluster.hosts, 1, node_slots);
-  for (int guard = 0; guard < 200; ++guard) {
-    auto d = strategy.Decide(space, finished, node_slots);
-    if (d.done) {
-      absl::StrAppend(&play.trace, " [", d.reason, "]");
-      break;
-    }
-    std::vector<int64_t> round;
-    for (int64_t p : d.wanted) {
-      auto want = std::max<size_t>(1, d.runs.count(p) != 0 ? d.runs.at(p) : 1);
-      size_t have = finished.count(p) != 0 ? finished.at(p).samples.size() : 0;
-      for (; have < want && round.size() < node_slots; ++have) round.push_back(p);
-    }
-    if (round.empty()) break;
-    ++play.rounds;
-    double longest = 0;
-    for (int64_t p : round) longest = std::max(longest, bench.At(p).elapsed);
-    play.seconds += bench.StartupSeconds() + longest;
-    if (node_slots > 1) play.trace += " |";
-    std::vector<std::string> node_slot_keys;
-    for (size_t i = 0; i < node_slots; ++i) {
-      node_slot_keys.push_back(
-          NodeSlotKey(absl::StrCat("n", i % hosts), static_cast<uint32_t>(i / hosts)));
-    }
-    std::vector<bool> taken(node_slots, false);
-    for (int64_t p : round) {
-      uint32_t repeat = 0;
-      std::vector<std::string> measured_on;
-      for (auto it = outcomes.lower_bound({p, 0}); it != outcomes.end() && it->first.first == p;
-           ++it) {
-        ++repeat;
-        measured_on.push_back(it->second.node);
-      }
-      const size_t node_slot = *PickNodeSlot(node_slot_keys, taken, measured_on, {},
-                                             [](const std::string&) { return true; });
-      const size_t host = node_slot % hosts;
-      PointOutcome m = bench.Measure(p, seed, repeat, signal);
-      RepeatOutcome& run = outcomes[{p, repeat}];
-      run.attempts = 1;
-      run.ok = true;
-      run.speed = m.samples[0] * (host < cluster.speed.size() ? cluster.speed[host] : 1.0);
-      run.preemptions = m.preemptions;
-      run.node = absl::StrCat("n", host);
-      ++play.runs;
-      absl::StrAppend(&play.trace, " ", p, ":", std::lround(run.speed));
-      if (m.preemptions) absl::StrAppend(&play.trace, "/", *m.preemptions);
-    }
-    finished = FinishedPoints(outcomes, 1, cluster.adjust ? space.noise_prior : 0);
-  }
-  auto best = strategy.Best(space, finished);
-  play.found = best ? best->point : 0;
-  return play;
-}
-
-// `nodes` alike hosts of one slot each.
-Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
-             size_t nodes, bool signal) {
-  return PlayOut(strategy, space, bench, seed, Cluster{nodes, nodes, {}, true}, signal);
-}
 
 double Quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -259,25 +82,6 @@ double Quantile(std::vector<double> v, double q) {
 struct Row {
   std::vector<double> runs1, rounds1, rounds2, rounds4, share1, share2, share4;
 };
-
-// The runs of `design` (points in order, a repeated point measured again)
-// with `seed`'s noise, as the controller would hold them.
-Outcomes MeasureDesign(Bench& bench, const SearchSpace& space, const std::vector<int64_t>& design,
-                       uint64_t seed) {
-  std::map<RepeatKey, RepeatOutcome> outcomes;
-  for (int64_t p : design) {
-    uint32_t repeat = 0;
-    while (outcomes.count({p, repeat}) != 0) ++repeat;
-    PointOutcome m = bench.Measure(p, seed, repeat, true);
-    RepeatOutcome& run = outcomes[{p, repeat}];
-    run.attempts = 1;
-    run.ok = true;
-    run.speed = m.samples[0];
-    run.preemptions = m.preemptions;
-    run.node = "n0";
-  }
-  return FinishedPoints(outcomes, 1, space.noise_prior);
-}
 
 // Median, worst and the share below `target` of found/peak figures (none
 // when no seed gave one).
@@ -348,10 +152,6 @@ std::vector<std::string> RowCells(const std::string& label, const Row& r) {
           MedianWorst(r.share1),
           MedianWorst(r.share2),
           MedianWorst(r.share4)};
-}
-
-std::string CaseName(const Case& c) {
-  return absl::StrFormat("%s mem %.0f out %d", c.profile.name, c.npu_mem, c.max_output);
 }
 
 // One table as the bench prints it: a caption line, a pipe table (Markdown's
@@ -435,7 +235,9 @@ std::string MarkdownHead(int argc, char** argv, double seconds) {
       "profile's run-to-run noise, one seed per play. Truth is the noise-free curve. "
       "found/peak: the true throughput of the point found over the true peak. runs: benchmark "
       "runs; rounds: rounds of runs measured at once, one run per node (or place: a daemon slot "
-      "of a node). docs/search.md explains the strategies; the decision records under "
+      "of a node). The zoo's table replays the curve files of bench/search/curves/ (measured "
+      "elsewhere, or built to break the knee model) with each file's noise, the same way. "
+      "docs/search.md explains the strategies; the decision records under "
       "docs/decisions/ hold the figures of earlier versions.\n\n");
 }
 
@@ -456,6 +258,9 @@ struct Options {
   std::vector<double> node_spreads;
   std::vector<std::string> designs;
   std::string markdown;
+  std::vector<std::string> curve_files;
+  std::string zoo = CREST_ZOO_DIR_DEFAULT;
+  std::string json;
 };
 
 void AddOptions(CLI::App& app, Options& o) {
@@ -498,6 +303,16 @@ void AddOptions(CLI::App& app, Options& o) {
                  "file (replaced once all is measured), headed by this command line, the date "
                  "and the machine: bench/search/RESULTS.md is this file");
   app.add_option("--npu-mem", o.mem_filter, "only the cases of these npuMemSize values");
+  app.add_option("--curve", o.curve_files,
+                 "instead of the simulator's cases: replay these curve files (a directory: its "
+                 "*.json files; format in docs/search.md) with every strategy, and print the "
+                 "zoo's table over them");
+  app.add_option("--zoo", o.zoo,
+                 "the curve files whose table follows the strategies' table ('none': no zoo "
+                 "table)");
+  app.add_option("--json", o.json,
+                 "write every curve play (--curve, or the zoo) as JSON to this file: "
+                 "{\"curves\": [{\"name\", \"peak\", \"strategies\": {...}}]}");
 }
 
 // Every shipped profile (or those asked for) x its two npuMemSize values x
@@ -569,29 +384,6 @@ absl::StatusOr<std::vector<Case>> LoadCases(const std::string& share, const Opti
   return cases;
 }
 
-struct Strategy {
-  std::string label;
-  std::unique_ptr<SearchStrategy> impl;
-  bool signal = true;
-  std::function<SearchSpace(SearchSpace)> adjust = [](SearchSpace s) { return s; };
-};
-
-// The strategies in the table's order, the default first.
-std::vector<Strategy> Strategies() {
-  std::vector<Strategy> strategies;
-  strategies.push_back({"knee (default)", std::make_unique<crest::controller::KneeSearch>()});
-  strategies.push_back(
-      {"knee, no preemption signal", std::make_unique<crest::controller::KneeSearch>(), false});
-  strategies.push_back({"practice", std::make_unique<crest::controller::PracticeSearch>()});
-  strategies.push_back({"grid (20 steps)", std::make_unique<crest::controller::GridSearch>(), true,
-                        [](SearchSpace s) {
-                          s.step = std::max<int64_t>(1, (s.hi - s.lo) / 20);
-                          s.max_points = 40;
-                          return s;
-                        }});
-  return strategies;
-}
-
 // Every --fit-limit list must fit some case's range, checked before anything
 // is measured.
 absl::Status CheckDesigns(const Options& o, const std::vector<std::vector<int64_t>>& parsed,
@@ -625,7 +417,7 @@ CaseResult PlayCase(const Case& c, const std::vector<Strategy>& strategies, cons
     for (int64_t b = std::max(c.space.lo, peak_at * 9 / 10);
          b <= std::min(c.space.hi, peak_at * 11 / 10); ++b) {
       text += std::to_string(b) + ":" + std::to_string(static_cast<int>(bench.Truth(b))) + "/" +
-              std::to_string(bench.At(b).preemptions) + " ";
+              (bench.At(b).preemptions ? std::to_string(*bench.At(b).preemptions) : "-") + " ";
     }
     std::lock_guard<std::mutex> lock(mu);
     std::printf("%s mem %.0f out %d: %s\n", c.profile.name.c_str(), c.npu_mem, c.max_output,
@@ -937,25 +729,45 @@ Section FitLimitSection(const std::vector<Case>& cases, const Options& o,
   return fit;
 }
 
-// The --markdown file, written whole through a temporary file so that a run
-// that fails leaves the old one in place.
+// `text` written whole through a temporary file, so that a run that fails
+// leaves the old file in place.
+absl::Status WriteWhole(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return absl::InternalError(absl::StrCat("writing ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat(tmp, " -> ", path, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// The --markdown file: the head, then every section.
 absl::Status WriteMarkdown(const std::string& path, const std::string& head,
                            const std::vector<Section>& sections) {
   std::string text = head;
   for (const Section& s : sections) text += Markdown(s);
   text.pop_back();  // one newline at the end, not two
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return absl::InternalError(absl::StrCat("--markdown: writing ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    return absl::InternalError(absl::StrCat("--markdown: ", tmp, " -> ", path, ": ", ec.message()));
-  }
-  return absl::OkStatus();
+  return WriteWhole(path, text);
+}
+
+// The zoo's table: curves the search was never tuned on.
+Section ZooSection(const std::vector<crest::bench::CurveResult>& results,
+                   const std::vector<Strategy>& strategies, const Options& o, bool given) {
+  crest::bench::ZooTable t = crest::bench::ZooTableOf(results, strategies);
+  Section s{given ? "The curves given" : "The zoo: curves the search was never tuned on",
+            absl::StrFormat("%zu curves%s x %d seeds (%d to %d), replayed with each file's "
+                            "run-to-run noise; found/peak: median / worst; runs: median / max; "
+                            "the answer's basis over the 1-node plays",
+                            results.size(), given ? "" : " of bench/search/curves/", o.seeds,
+                            o.first_seed, o.first_seed + o.seeds - 1),
+            t.header, t.rows, t.after};
+  s.after.push_back(absl::StrCat("zoo targets: ", t.all_met ? "all met" : "NOT all met"));
+  return s;
 }
 
 }  // namespace
@@ -972,16 +784,27 @@ int main(int argc, char** argv) {
                        o.node_spreads.end());
   o.table = o.table || (!o.projection && o.node_spreads.empty() && o.designs.empty());
   // Checked before minutes of measuring; written once all is measured.
-  if (!o.markdown.empty()) {
-    const std::string tmp = o.markdown + ".tmp";
+  for (const auto& [flag, path] :
+       {std::pair{"--markdown", o.markdown}, std::pair{"--json", o.json}}) {
+    if (path.empty()) continue;
+    const std::string tmp = path + ".tmp";
     const bool writable = static_cast<bool>(std::ofstream(tmp));
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
-    if (!writable) return crest::FailWithMessage(app, "--markdown: cannot write " + tmp);
+    if (!writable) return crest::FailWithMessage(app, absl::StrCat(flag, ": cannot write ", tmp));
+  }
+  // Curve files are read before anything is measured.
+  std::vector<Case> curve_cases;
+  if (!o.curve_files.empty() || (o.zoo != "none" && (o.table || !o.json.empty()))) {
+    auto loaded = crest::bench::LoadCurveCases(
+        o.curve_files.empty() ? std::vector<std::string>{o.zoo} : o.curve_files);
+    if (!loaded.ok()) return crest::FailWithMessage(app, std::string(loaded.status().message()));
+    curve_cases = std::move(*loaded);
   }
   auto share = crest::ShareDir();
   if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
-  auto cases = LoadCases(*share, o);
+  absl::StatusOr<std::vector<Case>> cases = std::vector<Case>{};
+  if (o.curve_files.empty()) cases = LoadCases(*share, o);
   if (!cases.ok()) return crest::FailWithMessage(app, cases.status().ToString());
   // --fit-limit's lists parsed once (the option checked each).
   std::vector<std::vector<int64_t>> parsed;
@@ -1002,12 +825,35 @@ int main(int argc, char** argv) {
       sections.push_back(std::move(s));
     }
   };
-  if (o.table) emit(TableSections(*cases, strategies, o));
+  if (o.table && o.curve_files.empty()) emit(TableSections(*cases, strategies, o));
   if (o.projection) emit(ProjectionSections(*cases, strategies, o));
   for (const double spread : o.node_spreads) {
     emit({NodeSpreadSection(*cases, strategies, o, spread)});
   }
   if (!parsed.empty()) emit({FitLimitSection(*cases, o, parsed)});
+  if (!curve_cases.empty()) {
+    auto results =
+        crest::bench::PlayCurves(curve_cases, strategies, o.first_seed, o.seeds, o.threads);
+    if (o.trace) {
+      const size_t n = o.trace_nodes == 4 ? 2 : o.trace_nodes == 2 ? 1 : 0;
+      for (const auto& r : results) {
+        for (size_t k = 0; k < strategies.size(); ++k) {
+          for (size_t i = 0; i < r.plays[k][n].size(); ++i) {
+            const Play& p = r.plays[k][n][i];
+            std::printf("%s %s seed %d:%s -> %lld (%.2f%%) %s\n", r.name.c_str(),
+                        strategies[k].label.c_str(), o.first_seed + static_cast<int>(i),
+                        p.trace.c_str(), static_cast<long long>(p.found), 100 * r.shares[k][n][i],
+                        p.basis.c_str());
+          }
+        }
+      }
+    }
+    emit({ZooSection(results, strategies, o, !o.curve_files.empty())});
+    if (!o.json.empty()) {
+      auto st = WriteWhole(o.json, crest::bench::CurvesJson(results, strategies));
+      if (!st.ok()) return crest::FailWithMessage(app, std::string(st.message()));
+    }
+  }
   if (!o.markdown.empty()) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -178,6 +178,13 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
       jm["best"]["noise"] = m.best().has_noise() ? nlohmann::json(m.best().noise()) : nullptr;
       jm["best"]["confidence"] =
           m.best().has_confidence() ? nlohmann::json(m.best().confidence()) : nullptr;
+      // What the answer rests on (knee-fit, knee, measured, practice-ladder),
+      // and why; null where the strategy says nothing (grid).
+      jm["best"]["basis"] =
+          m.best().basis().empty() ? nlohmann::json(nullptr) : nlohmann::json(m.best().basis());
+      jm["best"]["basisReason"] = m.best().basis_reason().empty()
+                                      ? nlohmann::json(nullptr)
+                                      : nlohmann::json(m.best().basis_reason());
     } else {
       jm["best"] = nullptr;
     }
@@ -234,6 +241,43 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
   }
   return j;
 }
+
+namespace {
+
+// The best's search line (strategy, rounds, noise, confidence), what it
+// rests on, and the node speeds divided out, when any is not 1.
+std::string SearchSummaryText(const crest::v1::ModelReport& m) {
+  std::string out;
+  absl::StrAppend(&out, absl::StrFormat("  search: %s, %d rounds", m.strategy(), m.rounds()));
+  if (m.best().has_noise()) {
+    absl::StrAppend(&out, absl::StrFormat("; noise of one run %.2f%% (%d runs at the best)",
+                                          100 * m.best().noise(), m.best().runs()));
+  }
+  if (m.best().has_confidence()) {
+    absl::StrAppend(&out, absl::StrFormat("; confidence %.0f%%", 100 * m.best().confidence()));
+  }
+  absl::StrAppend(&out, "\n");
+  if (!m.best().basis().empty()) {
+    absl::StrAppend(
+        &out, "  basis: ", m.best().basis(),
+        m.best().basis_reason().empty() ? "" : absl::StrCat(": ", m.best().basis_reason()), "\n");
+  }
+  // Only when a node's figures were corrected: alike nodes say nothing.
+  bool corrected = false;
+  for (const auto& n : m.node_speeds()) corrected |= n.factor() != 1;
+  if (corrected) {
+    std::vector<std::string> speeds;
+    for (const auto& n : m.node_speeds()) {
+      speeds.push_back(
+          absl::StrFormat("%s x%.3f (%d shared runs)", n.node(), n.factor(), n.shared_runs()));
+    }
+    absl::StrAppend(&out, "  node speeds, divided out before points were compared: ",
+                    absl::StrJoin(speeds, ", "), "\n");
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string ReportToTable(const crest::v1::CampaignReport& report) {
   std::string out = absl::StrCat("campaign ", report.id(),
@@ -327,27 +371,7 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
                                 m.best().untrusted()
                                     ? "  UNTRUSTED: every run was flagged, not a recommendation"
                                     : ""));
-      absl::StrAppend(&out, absl::StrFormat("  search: %s, %d rounds", m.strategy(), m.rounds()));
-      if (m.best().has_noise()) {
-        absl::StrAppend(&out, absl::StrFormat("; noise of one run %.2f%% (%d runs at the best)",
-                                              100 * m.best().noise(), m.best().runs()));
-      }
-      if (m.best().has_confidence()) {
-        absl::StrAppend(&out, absl::StrFormat("; confidence %.0f%%", 100 * m.best().confidence()));
-      }
-      absl::StrAppend(&out, "\n");
-      // Only when a node's figures were corrected: alike nodes say nothing.
-      bool corrected = false;
-      for (const auto& n : m.node_speeds()) corrected |= n.factor() != 1;
-      if (corrected) {
-        std::vector<std::string> speeds;
-        for (const auto& n : m.node_speeds()) {
-          speeds.push_back(
-              absl::StrFormat("%s x%.3f (%d shared runs)", n.node(), n.factor(), n.shared_runs()));
-        }
-        absl::StrAppend(&out, "  node speeds, divided out before points were compared: ",
-                        absl::StrJoin(speeds, ", "), "\n");
-      }
+      absl::StrAppend(&out, SearchSummaryText(m));
     }
     absl::StrAppend(&out, AfterSearchText(m));
   }

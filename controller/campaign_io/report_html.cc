@@ -409,6 +409,11 @@ std::string ReportToHtml(const HtmlReportInput& in) {
                                              "recommendation)</h3>"
                                            : "<h3>Chosen configuration (config.json)</h3>",
                       ScheduleConfigSnippet(m.best()));
+      if (!m.best().basis().empty()) {
+        absl::StrAppend(&s, "<p class=\"basis\">The answer rests on: <b>", Esc(m.best().basis()),
+                        "</b>", m.best().basis_reason().empty() ? "" : " &mdash; ",
+                        Esc(m.best().basis_reason()), "</p>");
+      }
     }
     absl::StrAppend(&s, "<h3>Trials</h3>", TrialTable(m), "</section>\n");
   }

@@ -87,23 +87,59 @@ std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, 
   return out;
 }
 
+namespace {
+
+// Points of the coarse scan over [lo, hi] when no block count predicts the
+// peak: kScanPoints spaced evenly in log(maxBatchSize), ends included.
+std::vector<int64_t> ScanPoints(const SearchSpace& space, int64_t hi) {
+  std::vector<int64_t> out;
+  if (hi < space.lo) return out;
+  const double lo = std::log(static_cast<double>(std::max<int64_t>(1, space.lo)));
+  const double top = std::log(static_cast<double>(std::max<int64_t>(1, hi)));
+  for (size_t i = 0; i < kScanPoints; ++i) {
+    const double x =
+        lo + (top - lo) * static_cast<double>(i) / static_cast<double>(kScanPoints - 1);
+    const auto p = std::clamp<int64_t>(std::llround(std::exp(x)), space.lo, hi);
+    if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  }
+  return out;
+}
+
+// The first points on throughput alone: the unmeasured points of the scan
+// when nothing predicts the peak, else k points around the guess.
+std::vector<double> FirstPeakPoints(const SearchSpace& space, const Outcomes& finished, int64_t hi,
+                                    size_t k) {
+  std::vector<double> raw;
+  if (space.knee_guess <= 0) {
+    for (int64_t p : ScanPoints(space, hi)) {
+      if (finished.count(p) == 0 && raw.size() < k) raw.push_back(static_cast<double>(p));
+    }
+    return raw;
+  }
+  const auto c = static_cast<double>(std::clamp(space.knee_guess, space.lo, hi));
+  for (size_t i = 0; i < k; ++i) {
+    raw.push_back(c * (1 + kSpread * (static_cast<double>(i) - (static_cast<double>(k) - 1) / 2)));
+  }
+  return raw;
+}
+
+}  // namespace
+
 std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finished,
                                 const Reading& r, size_t k, std::string* why_done) {
   const int64_t cap = Cap(finished);
   const int64_t hi = std::min(space.hi, cap - 1);
   auto usable = Trusted(finished, r);
   std::vector<double> raw;
-  if (usable.empty()) {
+  // Without a guess the scan comes first, whole: a curve that is not
+  // unimodal (a dip, a second rise) shows itself only at that scale.
+  const bool scanning = space.knee_guess <= 0 && !FirstPeakPoints(space, finished, hi, 1).empty();
+  if (usable.empty() || scanning) {
     if (hi < space.lo) {
       *why_done = "every point up to the range's low end is infeasible";
       return {};
     }
-    const auto c = static_cast<double>(
-        std::clamp(space.knee_guess > 0 ? space.knee_guess : space.initial, space.lo, hi));
-    for (size_t i = 0; i < k; ++i) {
-      raw.push_back(c *
-                    (1 + kSpread * (static_cast<double>(i) - (static_cast<double>(k) - 1) / 2)));
-    }
+    raw = FirstPeakPoints(space, finished, hi, k);
   } else {
     size_t m = 0;
     for (size_t i = 1; i < usable.size(); ++i) {
@@ -114,7 +150,10 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
         m > 0 ? std::optional<int64_t>(usable[m - 1].first) : std::nullopt;
     const std::optional<int64_t> right =
         m + 1 < usable.size() ? std::optional<int64_t>(usable[m + 1].first) : std::nullopt;
-    const int64_t res = Resolution(space, at);
+    // Throughput alone cannot place the peak closer than its noise does.
+    const int64_t res =
+        std::max(Resolution(space, at),
+                 static_cast<int64_t>(std::floor(kPeakResolution * static_cast<double>(at))));
     const double spread = std::max(kSpread * static_cast<double>(at), 1.0);
     const bool open_left = !left && at > space.lo;
     const bool open_right = !right && at < hi && cap - at > res;
@@ -135,6 +174,21 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       const int64_t hi_n = std::max(at, right.value_or(std::min(hi + 1, cap)));
       if (hi_n - lo_n <= 2 * res) {
         *why_done = absl::StrCat("throughput peaks at ", at, " between ", lo_n, " and ", hi_n);
+        return {};
+      }
+      // A narrow bracket whose two neighbours lie within one standard
+      // error of the best: the top is level at the noise's scale, and a
+      // point between them gains nothing a run could show.
+      const double noise = DecisionNoise(space, finished);
+      auto level = [&](std::optional<int64_t> n) {
+        const PointOutcome& o = finished.at(*n);
+        const PointOutcome& b = *usable[m].second;
+        return o.objective >= b.objective * (1 - NoiseBand(noise, Runs(o), Runs(b), 1.0));
+      };
+      if (left && right &&
+          static_cast<double>(hi_n - lo_n) <= kLevelBracket * static_cast<double>(at) &&
+          level(left) && level(right)) {
+        *why_done = absl::StrCat("throughput is level around ", at, " from ", lo_n, " to ", hi_n);
         return {};
       }
       // k points over the two sides of the best, by their widths; one

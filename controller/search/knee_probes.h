@@ -22,10 +22,21 @@ namespace crest::controller::knee {
 std::vector<int64_t> Probes(const SearchSpace& space, const Outcomes& finished, const Reading& r,
                             size_t k, std::optional<double> wide, std::string* why_done);
 
+// Points of the coarse scan on throughput alone when no block count
+// predicts where the peak lies (SearchSpace::knee_guess 0).
+constexpr size_t kScanPoints = 6;
+// Throughput alone brackets the peak to this fraction of maxBatchSize at
+// best: closer, neighbours differ by less than one run's noise.
+constexpr double kPeakResolution = 0.03;
+// A bracket at most this fraction of maxBatchSize wide whose neighbours lie
+// within one standard error of the best is level: the search ends there.
+constexpr double kLevelBracket = 0.2;
+
 // Throughput alone: the peak lies between the neighbours of the best mean
-// (unimodality). Step out from the best while it has no neighbour on a
-// side, doubling; then split the wider side until both neighbours lie
-// within the resolution.
+// (unimodality). Without a guess, a coarse scan of the range first. Step
+// out from the best while it has no neighbour on a side, doubling; then
+// split the wider side until both neighbours lie within the resolution, or
+// the bracket is narrow and level with the best (kLevelBracket).
 std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finished,
                                 const Reading& r, size_t k, std::string* why_done);
 

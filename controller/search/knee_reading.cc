@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace crest::controller::knee {
 namespace {
@@ -40,10 +41,10 @@ double DecisionNoise(const SearchSpace& space, const Outcomes& finished) {
 
 size_t Runs(const PointOutcome& o) { return std::max<size_t>(1, o.samples.size()); }
 
-Reading Read(const SearchSpace& space, const Outcomes& finished) {
+Reading Read(const SearchSpace& space, const Outcomes& finished, bool use_counter) {
   Reading r;
   for (const auto& [point, o] : finished) {
-    r.signal |= o.kind == PointOutcome::Kind::kOk && o.preemptions.has_value();
+    r.signal |= use_counter && o.kind == PointOutcome::Kind::kOk && o.preemptions.has_value();
   }
   const double noise = DecisionNoise(space, finished);
   // The best trusted point seen so far, ascending: a drop is judged against it.
@@ -85,6 +86,115 @@ Reading Read(const SearchSpace& space, const Outcomes& finished) {
     if (side == Side::kBelow && point < r.past) r.below = point;
   }
   return r;
+}
+
+std::optional<int64_t> CheckPoint(const SearchSpace& space, const Reading& r) {
+  if (!r.below) return std::nullopt;
+  int64_t at = space.initial;
+  if (static_cast<double>(at) > 0.9 * static_cast<double>(*r.below)) {
+    at = static_cast<int64_t>(0.8 * static_cast<double>(*r.below));
+  }
+  at = std::max(at, space.lo);
+  // Too close to the knee to show a rise the noise cannot hide.
+  if (static_cast<double>(at) > kFarBelowKnee * static_cast<double>(*r.below)) return std::nullopt;
+  return at;
+}
+
+namespace {
+
+using Entry = std::pair<int64_t, const PointOutcome*>;
+
+bool Settled(const PointOutcome& a, const PointOutcome& b) {
+  return Runs(a) >= kMaxDecidingRuns && Runs(b) >= kMaxDecidingRuns;
+}
+
+// Whether `high` (the larger batch) measures under `low` beyond `z`
+// standard errors of their difference.
+bool Under(double noise, const PointOutcome& low, const PointOutcome& high, double z) {
+  return high.objective < low.objective * (1 - NoiseBand(noise, Runs(high), Runs(low), z));
+}
+
+}  // namespace
+
+ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, const Reading& r) {
+  ModelCheck check;
+  if (!r.signal) return check;
+  const double noise = DecisionNoise(space, finished);
+  bool counted = false;  // some point published a preemption
+  std::vector<Entry> below;
+  for (const auto& [point, o] : finished) {
+    if (o.kind != PointOutcome::Kind::kOk || o.untrusted || o.samples.empty()) continue;
+    counted |= o.preemptions.value_or(0) > 0;
+    if (point < r.past && r.side.at(point) == Side::kBelow) below.emplace_back(point, &o);
+  }
+  const char* what = counted ? "throughput falls below the knee, with no preemption"
+                             : "the preemption counter stays at 0 while throughput falls";
+  auto says = [&](const Entry& low, const Entry& high) {
+    return absl::StrFormat("%s: %.4g token/s at %d, %.1f%% under %.4g at %d", what,
+                           high.second->objective, high.first,
+                           100 * (1 - high.second->objective / low.second->objective),
+                           low.second->objective, low.first);
+  };
+  // Each point against the best smaller one: a fall beyond kBreakZ, or
+  // beyond the usual band once both are settled; a fall beyond the band
+  // before that is settled first.
+  const Entry* best = nullptr;
+  // A fall right at the knee's edge is the knee itself (the cache fills
+  // before the first preemption): not counted.
+  const double edge = r.past == std::numeric_limits<int64_t>::max()
+                          ? std::numeric_limits<double>::infinity()
+                          : kKneeEdge * static_cast<double>(r.past);
+  for (const Entry& e : below) {
+    if (best != nullptr && static_cast<double>(e.first) < edge) {
+      const bool settled = Settled(*best->second, *e.second);
+      if (Under(noise, *best->second, *e.second, settled ? 2.0 : kBreakZ)) {
+        check.broken = says(*best, e);
+        return check;
+      }
+      if (!settled && check.settle.empty() && Under(noise, *best->second, *e.second, 2.0)) {
+        check.settle = {best->first, e.first};
+      }
+    }
+    if (best == nullptr || e.second->objective > best->second->objective) best = &e;
+  }
+  // The check point against the points near the knee: the model wants it
+  // clearly lower. Settled against one of them as high or higher, the model
+  // is broken (for good: more runs elsewhere do not move those two means);
+  // within one standard error of the best of them, the two are settled.
+  const std::optional<int64_t> at = CheckPoint(space, r);
+  auto c = std::find_if(below.begin(), below.end(),
+                        [&](const Entry& e) { return at && e.first == *at; });
+  if (c == below.end()) return check;
+  const double near_knee = kNearKnee * static_cast<double>(r.below.value_or(0));
+  const Entry* top = nullptr;
+  for (const Entry& e : below) {
+    if (e.first <= c->first) continue;
+    if (Settled(*c->second, *e.second) && e.second->objective <= c->second->objective) {
+      check.broken = says(*c, e);
+      return check;
+    }
+    if (static_cast<double>(e.first) >= near_knee &&
+        (top == nullptr || e.second->objective > top->second->objective)) {
+      top = &e;
+    }
+  }
+  if (check.settle.empty() && top != nullptr && !Settled(*c->second, *top->second) &&
+      top->second->objective <= c->second->objective) {
+    check.settle = {c->first, top->first};
+  }
+  return check;
+}
+
+std::string FarFromGuess(const SearchSpace& space, const Reading& r) {
+  if (!r.signal || !r.below || r.past == std::numeric_limits<int64_t>::max() ||
+      space.knee_guess <= 0) {
+    return "";
+  }
+  const double knee = 0.5 * static_cast<double>(*r.below + r.past);
+  const double off = knee / static_cast<double>(space.knee_guess) - 1;
+  if (std::abs(off) <= kFarFromGuess) return "";
+  return absl::StrFormat("; the knee lies %.0f%% %s the block-count guess (%d)",
+                         100 * std::abs(off), off < 0 ? "below" : "above", space.knee_guess);
 }
 
 size_t FirstRound(const SearchSpace& space, size_t places) {

@@ -60,7 +60,50 @@ size_t Runs(const PointOutcome& o);
 // neighbour noise once a run was measured beside another job on its node.
 double DecisionNoise(const SearchSpace& space, const Outcomes& finished);
 // Each point's side of the knee, the bracket, and why its upper end is past.
-Reading Read(const SearchSpace& space, const Outcomes& finished);
+// `use_counter` false: on throughput alone, whatever the daemon publishes.
+Reading Read(const SearchSpace& space, const Outcomes& finished, bool use_counter = true);
+// How far (standard errors of the difference) a point below the knee must
+// fall under a smaller one before the knee model counts as broken: above
+// NoiseBand's 2, so that the many pairs of a search seldom break it by chance.
+constexpr double kBreakZ = 3.0;
+// Relative distance between the located knee and the block-count guess
+// beyond which the guess's arithmetic does not describe this engine: the
+// reasons say so.
+constexpr double kFarFromGuess = 0.25;
+// Points at or above this fraction of the knee's lower end are the knee's
+// neighbourhood, which the check point is compared with.
+constexpr double kNearKnee = 0.9;
+// The check point lies at most this fraction of the knee's lower end: closer,
+// the rise to the knee hides in the noise.
+constexpr double kFarBelowKnee = 0.85;
+// Falls at or above this fraction of the knee's upper end are the knee's
+// own edge, not a fall below it.
+constexpr double kKneeEdge = 0.97;
+
+// The knee model against the finished points (docs/search.md, "When the
+// model does not hold"). With a preemption counter, throughput must rise
+// with the batch below the knee. A point below it that falls under a
+// smaller one, or the check point (CheckPoint) measuring as high as the
+// knee, is a peak below the knee (a host-side cost, a collapse above a
+// running-count threshold) or, with a counter that never leaves 0, a silent
+// counter (swap instead of recompute). A clear fall (kBreakZ standard
+// errors) breaks the model at once; a fall beyond the usual band, or the
+// check point's single run as high as the knee's, first wants
+// kMaxDecidingRuns runs of both points (`settle`), which then decide. Without a counter the
+// search reads throughput alone anyway: nothing to break.
+struct ModelCheck {
+  std::optional<std::string> broken;  // what the model cannot explain
+  std::vector<int64_t> settle;        // points whose repeats decide
+};
+ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, const Reading& r);
+// The point that checks the model against the rest of the range once the
+// knee is bracketed: the practice's start, or 0.8 of the knee's lower end
+// when the start is not well below it; nullopt when no point is below.
+std::optional<int64_t> CheckPoint(const SearchSpace& space, const Reading& r);
+// "the knee lies 29% below the block-count guess (574)" when it lies
+// further than kFarFromGuess from it; "" otherwise or when not located.
+std::string FarFromGuess(const SearchSpace& space, const Reading& r);
+
 // The bracket width at which the knee counts as located, near `at`: the
 // space's resolution, or a wide round's spacing when that is coarser.
 int64_t Resolution(const SearchSpace& space, int64_t at, std::optional<double> wide = std::nullopt);

@@ -11,25 +11,6 @@ int64_t CeilDiv(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 
 }  // namespace
 
-RequestShape RequestShapeFor(const crest::v1::ClientSpec& client) {
-  RequestShape shape;
-  shape.max_output_tokens = client.max_output_len();
-  switch (client.dataset().type()) {
-    case crest::v1::DATASET_TYPE_SYNTHETIC:
-      shape.avg_input_tokens = client.dataset().synthetic_input_tokens();
-      shape.avg_output_tokens = shape.max_output_tokens;
-      break;
-    default:  // GSM8K (and unknown JSONL until measured): the reference figures.
-      shape.avg_input_tokens = 186;
-      shape.avg_output_tokens = 346;
-      break;
-  }
-  if (client.avg_input_tokens() > 0) shape.avg_input_tokens = client.avg_input_tokens();
-  if (client.avg_output_tokens() > 0) shape.avg_output_tokens = client.avg_output_tokens();
-  shape.avg_output_tokens = std::min(shape.avg_output_tokens, shape.max_output_tokens);
-  return shape;
-}
-
 BlocksPerRequest BlocksFor(const RequestShape& shape, int64_t cache_block_size) {
   BlocksPerRequest b;
   int64_t in = CeilDiv(shape.avg_input_tokens, cache_block_size);
@@ -92,8 +73,8 @@ SearchSpace SearchSpaceFor(const crest::v1::CampaignSpec& spec, int64_t npu_bloc
   space.tolerance = spec.search().tolerance();
   space.max_points = spec.search().max_trials();
   space.neighbour_noise = spec.search().neighbour_noise();
-  space.knee_guess =
-      npu_block_num > 0 ? std::clamp(KneeGuess(spec, npu_block_num), b.lo, b.hi) : b.initial;
+  // Without a block count nothing predicts the knee (0: unknown).
+  space.knee_guess = npu_block_num > 0 ? std::clamp(KneeGuess(spec, npu_block_num), b.lo, b.hi) : 0;
   return space;
 }
 

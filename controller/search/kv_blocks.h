@@ -4,21 +4,11 @@
 
 #include <cstdint>
 
+#include "controller/campaign_io/request_shape.h"
 #include "controller/search/search.h"
 #include "crest/v1/controller.pb.h"
 
 namespace crest::controller {
-
-// Average tokens per request that the formula needs.
-struct RequestShape {
-  int64_t avg_input_tokens = 0;
-  int64_t max_output_tokens = 0;  // MaxOutputLen (maxIterTimes cap)
-  int64_t avg_output_tokens = 0;  // tokens actually generated on average
-};
-
-// GSM8K through the reference tokenizer: 186 input tokens, 346 generated at
-// MaxOutputLen 512 (mindie-facts.md); synthetic: its fixed input length.
-RequestShape RequestShapeFor(const crest::v1::ClientSpec& client);
 
 struct BlocksPerRequest {
   int64_t min = 0;  // Ceil(in / cbs)

@@ -77,8 +77,10 @@ std::optional<SearchAnswer> QualifiedAnswer(const SearchSpace& space, const Outc
                                             int64_t point) {
   auto it = finished.find(point);
   if (it == finished.end() || !Usable(it->second)) return std::nullopt;
-  SearchAnswer best{point, it->second.objective, it->second.samples.size(), std::nullopt,
-                    std::nullopt};
+  SearchAnswer best;
+  best.point = point;
+  best.objective = it->second.objective;
+  best.runs = it->second.samples.size();
   best.noise = MeasuredNoise(finished);
   const double noise = best.noise.value_or(space.noise_prior);
   double sure = 1;
@@ -104,6 +106,18 @@ std::optional<SearchAnswer> SearchStrategy::Best(const SearchSpace& space,
   }
   if (!best) return std::nullopt;
   return QualifiedAnswer(space, finished, *best);
+}
+
+std::optional<SearchAnswer> PracticeSearch::Best(const SearchSpace& space,
+                                                 const Outcomes& finished) const {
+  std::optional<SearchAnswer> best = SearchStrategy::Best(space, finished);
+  if (best) {
+    best->basis = "practice-ladder";
+    best->basis_reason = absl::StrCat(
+        "the best point of the practice's ladder (from ", space.initial, " in steps of ",
+        space.step, ", stopping at the first fall beyond ", space.tolerance * 100, "%)");
+  }
+  return best;
 }
 
 SearchDecision PracticeSearch::Decide(const SearchSpace& space, const Outcomes& finished,

@@ -76,6 +76,11 @@ struct SearchAnswer {
   size_t runs = 0;
   std::optional<double> noise;       // relative noise of one run (measured)
   std::optional<double> confidence;  // P(no other point better by > 0.5%)
+  // What the answer rests on (KneeSearch::Best; empty for the others):
+  // "knee-fit", "knee", "measured" or "practice-ladder" (docs/search.md),
+  // and why, in a sentence the report prints.
+  std::string basis;
+  std::string basis_reason;
 };
 
 class SearchStrategy {
@@ -105,6 +110,9 @@ class PracticeSearch final : public SearchStrategy {
   SearchDecision Decide(const SearchSpace& space, const Outcomes& finished,
                         size_t lookahead) const override;
   size_t PlannedPoints(const SearchSpace& space) const override;
+  // The best point of the ladder, its basis "practice-ladder".
+  std::optional<SearchAnswer> Best(const SearchSpace& space,
+                                   const Outcomes& finished) const override;
 };
 
 // Brute force, as a reference: lo, every multiple of `step` inside the

@@ -28,6 +28,11 @@ constexpr size_t kRefineBudget = 8;
 // server: a disagreement between the cost model and the runs is settled
 // within it.
 constexpr size_t kRunBudget = 10;
+// On throughput alone, where repeats of a flat top could go on: the runs of
+// the confirmation included, at most (on one node).
+constexpr size_t kRunCeiling = 12;
+// Runs the model check's repeats leave for the rest of the search.
+constexpr size_t kSettleReserve = 3;
 
 // Runs of each side of a disagreement between the cost model and the runs.
 constexpr uint32_t kSettlingRuns = 3;
@@ -67,8 +72,10 @@ SearchDecision Ended(std::string reason) {
 struct RoundReading {
   size_t k = 1;                // runs the round may propose
   std::optional<double> wide;  // knee::WideSpacing
-  knee::Reading r;
-  bool by_knee = false;  // the probes follow the knee, not throughput's peak
+  knee::Reading r;             // on throughput alone once the model broke
+  bool by_knee = false;        // the probes follow the knee, not throughput's peak
+  knee::ModelCheck check;      // knee::CheckKneeModel
+  const std::optional<std::string>& broken() const { return check.broken; }
 };
 
 // The round's probes; when there are none, what the search located.
@@ -86,6 +93,10 @@ RoundReading ReadRound(const SearchSpace& space, const Outcomes& finished, size_
                 : std::clamp<size_t>(lookahead, 1, space.max_points - RunsMeasured(finished));
   round.wide = knee::WideSpacing(space, lookahead);
   round.r = knee::Read(space, finished);
+  // What the knee model cannot explain: from then on the search brackets
+  // throughput's peak alone, around the best mean.
+  round.check = knee::CheckKneeModel(space, finished, round.r);
+  if (round.broken()) round.r = knee::Read(space, finished, /*use_counter=*/false);
   // Until a point measures ok, only infeasible points are known: they are
   // past the knee either way.
   round.by_knee = round.r.signal || knee::Trusted(finished, round.r).empty();
@@ -176,6 +187,56 @@ void RefineByCostModel(const SearchSpace& space, const Outcomes& finished,
   }
 }
 
+// The knee model's check against the rest of the range (knee::CheckPoint),
+// once the knee is bracketed and before the bracket is narrowed: were the
+// peak below the knee, narrowing it would be spent in vain. On one node it
+// takes the round; on several it rides in a free place. Only while the run
+// budget leaves room for the answer's confirmation.
+void WantModelCheck(const SearchSpace& space, const Outcomes& finished, const RoundReading& round,
+                    NextProbes& next) {
+  if (!round.by_knee || round.broken() || !round.r.signal) return;
+  const std::optional<int64_t> at = knee::CheckPoint(space, round.r);
+  if (!at || finished.count(*at) != 0) return;
+  if (std::find(next.points.begin(), next.points.end(), *at) != next.points.end()) return;
+  if (RunsMeasured(finished) + 2 > kRunBudget) return;
+  // One node: once the knee is bracketed (a point past it) or located.
+  const bool bracketed = round.r.past != std::numeric_limits<int64_t>::max();
+  if (round.k == 1 && (bracketed || next.points.empty())) {
+    next.points = {*at};
+  } else if (round.k > 1 && !next.points.empty() && next.points.size() < round.k) {
+    next.points.push_back(*at);
+  }
+}
+
+// Runs of the points whose repeats decide whether the model holds.
+// On one node only, and only while the budget keeps kSettleReserve runs for
+// the knee's bisection and the answer's confirmation: on several nodes a
+// round of repeats costs as much as the knee's own rounds.
+std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
+                                               const RoundReading& round) {
+  if (round.broken() || round.check.settle.empty() || round.k != 1) return std::nullopt;
+  SearchDecision d;
+  size_t more = 0;
+  for (int64_t p : round.check.settle) {
+    const size_t have = finished.at(p).samples.size();
+    if (have >= knee::kMaxDecidingRuns) continue;
+    more += knee::kMaxDecidingRuns - have;
+    d.wanted.push_back(p);
+    d.runs[p] = static_cast<uint32_t>(knee::kMaxDecidingRuns);
+  }
+  if (d.wanted.empty() || RunsMeasured(finished) + more + kSettleReserve > kRunBudget) {
+    return std::nullopt;
+  }
+  return d;
+}
+
+// On throughput alone the search stops probing once the run budget is
+// spent, with room left for the answer's confirmation: on a flat top the
+// noise would keep moving the best. The confirmation ends at kRunCeiling.
+bool MeasuredBudgetSpent(const Outcomes& finished, const RoundReading& round) {
+  return !round.by_knee && RunsMeasured(finished) >= kRunBudget;
+}
+
 // A node the round leaves free confirms the best so far: on one node this
 // never happens, on several it saves the confirming round.
 SearchDecision ProbeRound(std::vector<int64_t> probes, size_t k,
@@ -232,7 +293,7 @@ void WantConfirmingRound(const SearchSpace& space, const Outcomes& finished,
 // the confirming round has been the last (the rounds' budget).
 void WantSettlingRuns(const SearchSpace& space, const Outcomes& finished, const RoundReading& round,
                       SearchDecision& d) {
-  if (!d.wanted.empty() || round.k != 1) return;
+  if (!d.wanted.empty() || round.k != 1 || round.broken()) return;
   auto m = knee::FitCost(finished, round.r);
   if (!m || m->g <= 0) return;
   auto pick = ModelPick(space, finished, *m);
@@ -267,11 +328,41 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
     return Ended(absl::StrCat("max_trials (", space.max_points, ") reached"));
   }
   const RoundReading round = ReadRound(space, finished, lookahead);
+  // One node's run budget holds once the model check's run was paid from it.
+  const std::optional<int64_t> check_at = knee::CheckPoint(space, round.r);
+  if (round.by_knee && round.k == 1 && check_at && finished.count(*check_at) != 0 &&
+      RunsMeasured(finished) >= kRunBudget) {
+    const std::optional<SearchAnswer> best = Best(space, finished);
+    return Ended(absl::StrCat("the run budget (", kRunBudget, ") is spent",
+                              best ? absl::StrFormat("; best %d at %.4g token/s over %d runs",
+                                                     best->point, best->objective, best->runs)
+                                   : ""));
+  }
+  if (!round.by_knee && round.k == 1 && RunsMeasured(finished) >= kRunCeiling) {
+    const std::optional<SearchAnswer> best = Best(space, finished);
+    return Ended(absl::StrCat(
+        "on throughput alone, ", kRunCeiling, " runs measured",
+        round.broken() ? absl::StrCat(" (the knee model does not hold: ", *round.broken(), ")")
+                       : "",
+        best ? absl::StrFormat("; best %d at %.4g token/s over %d runs", best->point,
+                               best->objective, best->runs)
+             : ""));
+  }
   NextProbes next = KneeOrPeakProbes(space, finished, round);
+  if (auto settle = SettleModelCheck(finished, round)) return *settle;
   ScanBeforeBisecting(space, finished, round, next);
   RefineByCostModel(space, finished, round, next);
+  WantModelCheck(space, finished, round, next);
+  if (MeasuredBudgetSpent(finished, round) && !next.points.empty()) {
+    next.points.clear();
+    next.located = absl::StrCat("the run budget (", kRunBudget, ") is spent on throughput alone");
+  }
   const std::optional<SearchAnswer> best = Best(space, finished);
   if (!next.points.empty()) return ProbeRound(std::move(next.points), round.k, best);
+  if (round.broken()) {
+    next.located =
+        absl::StrCat(next.located, " (the knee model does not hold: ", *round.broken(), ")");
+  }
   // Located: confirm the answer with a second run, which also measures the
   // noise band the report states; on throughput alone, also the runner-up
   // when the band cannot tell the two apart.
@@ -297,25 +388,148 @@ size_t KneeSearch::PlannedPoints(const SearchSpace& space) const {
   return std::min<size_t>(space.max_points, static_cast<size_t>(3 + halvings));
 }
 
+namespace {
+
+// `answer` with its basis and the reason the report prints.
+std::optional<SearchAnswer> WithBasis(std::optional<SearchAnswer> answer, const char* basis,
+                                      std::string reason) {
+  if (answer) {
+    answer->basis = basis;
+    answer->basis_reason = std::move(reason);
+  }
+  return answer;
+}
+
+// Where the knee lies, for the reasons.
+std::string KneeBracket(const knee::Reading& r) {
+  if (!r.below) return absl::StrCat("below ", r.past);
+  if (r.past == std::numeric_limits<int64_t>::max()) return absl::StrCat("above ", *r.below);
+  return absl::StrCat("between ", *r.below, " and ", r.past);
+}
+
+// Measured points on each side of the best mean whose neighbourhood the
+// smoothing reads.
+constexpr size_t kSmoothingSide = 2;
+
+// Among the best mean and its level neighbours (kSmoothingSide each side), the
+// point a quadratic in maxBatchSize, fitted by least squares weighted by
+// runs, ranks first: the best single mean is the luckiest run as often as
+// the best point (on a flat top almost always), and the neighbours' runs
+// average that luck out. With fewer than four points, the best mean.
+int64_t SmoothedTop(const std::vector<std::pair<int64_t, const PointOutcome*>>& usable, size_t m,
+                    double noise) {
+  // Only neighbours level with the best within the band: one past a cliff
+  // would bend the fit away from the cliff's edge.
+  auto level = [&](size_t i) {
+    const PointOutcome& o = *usable[i].second;
+    const PointOutcome& b = *usable[m].second;
+    return o.objective >= b.objective * (1 - NoiseBand(noise, knee::Runs(o), knee::Runs(b)));
+  };
+  size_t from = m, to = m + 1;
+  while (from > 0 && m - (from - 1) <= kSmoothingSide && level(from - 1)) --from;
+  while (to < usable.size() && to - m <= kSmoothingSide && level(to)) ++to;
+  if (to - from < 4) return usable[m].first;
+  // Normal equations of y = c0 + c1 x + c2 x^2, x centred and scaled.
+  const auto x0 = static_cast<double>(usable[m].first);
+  const double sx = std::max(1.0, static_cast<double>(usable[to - 1].first - usable[from].first));
+  double s[5] = {0, 0, 0, 0, 0}, t[3] = {0, 0, 0};
+  for (size_t i = from; i < to; ++i) {
+    const double x = (static_cast<double>(usable[i].first) - x0) / sx;
+    const auto w = static_cast<double>(knee::Runs(*usable[i].second));
+    double p = w;
+    for (double& v : s) {
+      v += p;
+      p *= x;
+    }
+    const double y = usable[i].second->objective;
+    t[0] += w * y;
+    t[1] += w * y * x;
+    t[2] += w * y * x * x;
+  }
+  const double a[3][3] = {{s[0], s[1], s[2]}, {s[1], s[2], s[3]}, {s[2], s[3], s[4]}};
+  auto det3 = [](const double q[3][3]) {
+    return q[0][0] * (q[1][1] * q[2][2] - q[1][2] * q[2][1]) -
+           q[0][1] * (q[1][0] * q[2][2] - q[1][2] * q[2][0]) +
+           q[0][2] * (q[1][0] * q[2][1] - q[1][1] * q[2][0]);
+  };
+  const double d = det3(a);
+  if (std::abs(d) < 1e-12) return usable[m].first;
+  double c[3];
+  for (int k = 0; k < 3; ++k) {
+    double q[3][3];
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) q[i][j] = j == k ? t[i] : a[i][j];
+    }
+    c[k] = det3(q) / d;
+  }
+  size_t top = m;
+  double top_fit = -std::numeric_limits<double>::infinity();
+  for (size_t i = from; i < to; ++i) {
+    const double x = (static_cast<double>(usable[i].first) - x0) / sx;
+    const double fit = c[0] + c[1] * x + c[2] * x * x;
+    if (fit > top_fit) {
+      top_fit = fit;
+      top = i;
+    }
+  }
+  return usable[top].first;
+}
+
+// Throughput alone: the best trusted mean below the cap, smoothed over its
+// neighbours (SmoothedTop).
+std::optional<SearchAnswer> BestMeasured(const SearchSpace& space, const Outcomes& finished,
+                                         const knee::Reading& r, std::string reason) {
+  knee::Reading flat = r;
+  flat.signal = false;
+  const int64_t cap = knee::Cap(finished);
+  std::vector<std::pair<int64_t, const PointOutcome*>> usable;
+  for (const auto& entry : knee::Trusted(finished, flat)) {
+    if (entry.first < cap) usable.push_back(entry);
+  }
+  if (usable.empty()) return std::nullopt;
+  size_t m = 0;
+  for (size_t i = 1; i < usable.size(); ++i) {
+    if (usable[i].second->objective > usable[m].second->objective) m = i;
+  }
+  return WithBasis(QualifiedAnswer(space, finished,
+                                   SmoothedTop(usable, m, knee::DecisionNoise(space, finished))),
+                   "measured", std::move(reason));
+}
+
+}  // namespace
+
 std::optional<SearchAnswer> KneeSearch::Best(const SearchSpace& space,
                                              const Outcomes& finished) const {
   const knee::Reading r = knee::Read(space, finished);
+  if (auto broken = knee::CheckKneeModel(space, finished, r).broken) {
+    auto best = BestMeasured(
+        space, finished, knee::Read(space, finished, /*use_counter=*/false),
+        absl::StrCat("the knee model does not hold (", *broken, "): the best mean throughput"));
+    if (best) return best;
+    return SearchStrategy::Best(space, finished);
+  }
   const std::optional<knee::CostModel> model = knee::FitCost(finished, r);
   if (!r.signal || (model && model->g <= 0)) {
-    knee::Reading flat = r;
-    flat.signal = false;
-    const auto usable = knee::Trusted(finished, flat);
-    const int64_t cap = knee::Cap(finished);
-    std::optional<int64_t> top;
-    for (const auto& [point, o] : usable) {
-      if (point < cap && (!top || o->objective > finished.at(*top).objective)) top = point;
-    }
-    if (!top) return SearchStrategy::Best(space, finished);
-    return QualifiedAnswer(space, finished, *top);
+    auto best = BestMeasured(
+        space, finished, r,
+        !r.signal ? "the daemon publishes no preemption counter: the best mean throughput"
+                  : absl::StrCat("preemptions past the knee (", KneeBracket(r),
+                                 ") cost nothing measurable: the best mean throughput"));
+    if (best) return best;
+    return SearchStrategy::Best(space, finished);
   }
+  const std::string overruled =
+      "a measured point beat the knee model's choice beyond the noise band";
   if (model) {
     if (auto pick = ModelPick(space, finished, *model)) {
-      return QualifiedAnswer(space, finished, pick->measured);
+      if (pick->measured != pick->model) {
+        return WithBasis(QualifiedAnswer(space, finished, pick->measured), "measured",
+                         absl::StrCat(overruled, " (the model's: ", pick->model, ")"));
+      }
+      return WithBasis(
+          QualifiedAnswer(space, finished, pick->model), "knee-fit",
+          absl::StrCat("the cost model fitted to the runs around the knee (", KneeBracket(r),
+                       ") ranks it first", knee::FarFromGuess(space, r)));
     }
   }
   const double noise = knee::DecisionNoise(space, finished);
@@ -343,7 +557,15 @@ std::optional<SearchAnswer> KneeSearch::Best(const SearchSpace& space,
       chosen = point;
     }
   }
-  return QualifiedAnswer(space, finished, knee::MeasuredBetter(space, finished, chosen));
+  const int64_t answer = knee::MeasuredBetter(space, finished, chosen);
+  if (answer != chosen) {
+    return WithBasis(QualifiedAnswer(space, finished, answer), "measured",
+                     absl::StrCat(overruled, " (the knee rule's: ", chosen, ")"));
+  }
+  return WithBasis(
+      QualifiedAnswer(space, finished, answer), "knee",
+      absl::StrCat("the largest point below the knee (", KneeBracket(r),
+                   ") within the noise band of the best", knee::FarFromGuess(space, r)));
 }
 
 }  // namespace crest::controller

@@ -219,6 +219,8 @@ std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
   best.set_runs(final_config.runs);
   if (chosen->answer.noise) best.set_noise(*chosen->answer.noise);
   if (chosen->answer.confidence) best.set_confidence(*chosen->answer.confidence);
+  best.set_basis(chosen->answer.basis);
+  best.set_basis_reason(chosen->answer.basis_reason);
   return best;
 }
 
