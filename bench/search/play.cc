@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -250,6 +252,35 @@ std::vector<Strategy> Strategies() {
                           return s;
                         }});
   return strategies;
+}
+
+void PlayEach(size_t n, int threads, const std::function<void(size_t)>& play) {
+  std::mutex mu;
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (next >= n) return;
+        i = next++;
+      }
+      play(i);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
+}
+
+std::string MedianWorst(const std::vector<double>& v) {
+  return absl::StrFormat("%.2f%% / %.2f%%", 100 * Quantile(v, 0.5), 100 * Quantile(v, 0));
 }
 
 Outcomes MeasureDesign(Bench& bench, const SearchSpace& space, const std::vector<int64_t>& design,

@@ -119,6 +119,13 @@ struct Strategy {
 // The strategies in the tables' order, the default first.
 std::vector<Strategy> Strategies();
 
+// `play(i)` for every i < n, `threads` at once (each index once).
+void PlayEach(size_t n, int threads, const std::function<void(size_t)>& play);
+// The q-quantile of `v` (nearest rank); 0 when empty.
+double Quantile(std::vector<double> v, double q);
+// "median / worst" of found/peak shares, in percent.
+std::string MedianWorst(const std::vector<double>& v);
+
 // The runs of `design` (points in order, a repeated point measured again)
 // with `seed`'s noise, as the controller would hold them.
 crest::controller::Outcomes MeasureDesign(Bench& bench, const crest::controller::SearchSpace& space,

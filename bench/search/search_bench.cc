@@ -65,19 +65,16 @@ using crest::bench::Bench;
 using crest::bench::Case;
 using crest::bench::CaseName;
 using crest::bench::Cluster;
+using crest::bench::MedianWorst;
 using crest::bench::Play;
+using crest::bench::PlayEach;
 using crest::bench::PlayOut;
+using crest::bench::Quantile;
 using crest::bench::Strategies;
 using crest::bench::Strategy;
 using crest::controller::Outcomes;
 using crest::controller::SearchSpace;
 using crest::controller::SearchStrategy;
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
-}
 
 struct Row {
   std::vector<double> runs1, rounds1, rounds2, rounds4, share1, share2, share4;
@@ -131,11 +128,6 @@ struct CaseResult {
 // "median / max" of counts.
 std::string MedianMax(const std::vector<double>& v) {
   return absl::StrFormat("%.0f / %.0f", Quantile(v, 0.5), Quantile(v, 1));
-}
-
-// "median / worst" of found/peak shares.
-std::string MedianWorst(const std::vector<double>& v) {
-  return absl::StrFormat("%.2f%% / %.2f%%", 100 * Quantile(v, 0.5), 100 * Quantile(v, 0));
 }
 
 const std::vector<std::string> kRowHeader = {
@@ -529,24 +521,9 @@ Section OverallSection(const std::vector<Row>& rows, const std::vector<Strategy>
 std::vector<Section> TableSections(const std::vector<Case>& cases,
                                    const std::vector<Strategy>& strategies, const Options& o) {
   std::vector<CaseResult> results(cases.size());
-  std::mutex mu;
-  size_t next = 0;
-  auto worker = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (next >= cases.size()) return;
-        i = next++;
-      }
-      CaseResult r = PlayCase(cases[i], strategies, o, mu);
-      std::lock_guard<std::mutex> lock(mu);
-      results[i] = std::move(r);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, o.threads); ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  std::mutex mu;  // --verbose, --trace and --curves print under it
+  PlayEach(cases.size(), o.threads,
+           [&](size_t i) { results[i] = PlayCase(cases[i], strategies, o, mu); });
   std::vector<Row> rows(strategies.size());
   for (const CaseResult& r : results) {
     for (size_t k = 0; k < strategies.size(); ++k) Append(rows[k], r.rows[k]);

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,16 +19,6 @@ constexpr double kMedianTarget = 0.99;
 constexpr double kWorstTarget = 0.97;
 constexpr double kRunsTarget = 12;
 constexpr double kBelowPracticeAtMost = 0.005;
-
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
-}
-
-std::string MedianWorst(const std::vector<double>& v) {
-  return absl::StrFormat("%.2f%% / %.2f%%", 100 * Quantile(v, 0.5), 100 * Quantile(v, 0));
-}
 
 std::vector<double> Runs(const std::vector<Play>& plays) {
   std::vector<double> v;
@@ -120,24 +108,9 @@ std::vector<CurveResult> PlayCurves(const std::vector<Case>& cases,
                                     const std::vector<Strategy>& strategies, int first_seed,
                                     int seeds, int threads) {
   std::vector<CurveResult> results(cases.size());
-  std::mutex mu;
-  size_t next = 0;
-  auto worker = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (next >= cases.size()) return;
-        i = next++;
-      }
-      CurveResult r = PlayOneCurve(cases[i], strategies, first_seed, seeds);
-      std::lock_guard<std::mutex> lock(mu);
-      results[i] = std::move(r);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < std::max(1, threads); ++t) pool.emplace_back(worker);
-  for (auto& t : pool) t.join();
+  // Each index is written by one worker only.
+  PlayEach(cases.size(), threads,
+           [&](size_t i) { results[i] = PlayOneCurve(cases[i], strategies, first_seed, seeds); });
   return results;
 }
 
