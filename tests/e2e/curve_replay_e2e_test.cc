@@ -75,8 +75,12 @@ client: {request_count: 300, max_output_len: 64}
     if (t["status"] != "ok") continue;
     EXPECT_EQ(t["npuBlockNum"], 480) << t.dump();
     const int64_t b = t["maxBatchSize"];
-    if (b <= kPeak) EXPECT_EQ(t["preemptions"], 0) << t.dump();
-    if (b >= kPeak + 4) EXPECT_GT(t["preemptions"].get<int64_t>(), 0) << t.dump();
+    if (b <= kPeak) {
+      EXPECT_EQ(t["preemptions"], 0) << t.dump();
+    }
+    if (b >= kPeak + 4) {
+      EXPECT_GT(t["preemptions"].get<int64_t>(), 0) << t.dump();
+    }
   }
   const int64_t best = model["best"]["maxBatchSize"];
   EXPECT_GE(Speed(best), 0.98 * Speed(kPeak)) << model.dump(2);
