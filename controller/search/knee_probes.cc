@@ -197,6 +197,18 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       const auto wr = static_cast<double>(hi_n - at);
       auto n_left = static_cast<size_t>(std::llround(static_cast<double>(k) * wl / (wl + wr)));
       if (k == 1) n_left = wl > wr ? 1 : 0;
+      // A neighbour beyond kBreakZ under the best while the other is not is
+      // a cliff: throughput rises until something runs out and then drops,
+      // so the peak lies at the cliff's edge. One run goes there first.
+      auto cliff = [&](std::optional<int64_t> n) {
+        const PointOutcome& o = finished.at(*n);
+        const PointOutcome& b = *usable[m].second;
+        return o.objective < b.objective * (1 - NoiseBand(noise, Runs(o), Runs(b), kBreakZ));
+      };
+      if (k == 1 && right && wr > static_cast<double>(res) && cliff(right) &&
+          !(left && cliff(left))) {
+        n_left = 0;
+      }
       if (k > 1 && wl > 1 && n_left == 0) n_left = 1;
       if (k > 1 && wr > 1 && n_left == k) n_left = k - 1;
       const size_t n_right = k - n_left;

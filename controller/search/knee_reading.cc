@@ -160,7 +160,9 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
   // The check point against the points near the knee: the model wants it
   // clearly lower. Settled against one of them as high or higher, the model
   // is broken (for good: more runs elsewhere do not move those two means);
-  // within one standard error of the best of them, the two are settled.
+  // unless the best of them is clearly (2 standard errors) above it, the two
+  // are settled. A host-side cost can put the peak below the knee by less
+  // than the noise band, and only more runs tell the two apart.
   const std::optional<int64_t> at = CheckPoint(space, r);
   auto c = std::find_if(below.begin(), below.end(),
                         [&](const Entry& e) { return at && e.first == *at; });
@@ -179,7 +181,7 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
     }
   }
   if (check.settle.empty() && top != nullptr && !Settled(*c->second, *top->second) &&
-      top->second->objective <= c->second->objective) {
+      !Under(noise, *top->second, *c->second, 2.0)) {
     check.settle = {c->first, top->first};
   }
   return check;

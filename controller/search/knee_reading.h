@@ -87,10 +87,11 @@ constexpr double kKneeEdge = 0.97;
 // knee, is a peak below the knee (a host-side cost, a collapse above a
 // running-count threshold) or, with a counter that never leaves 0, a silent
 // counter (swap instead of recompute). A clear fall (kBreakZ standard
-// errors) breaks the model at once; a fall beyond the usual band, or the
-// check point's single run as high as the knee's, first wants
-// kMaxDecidingRuns runs of both points (`settle`), which then decide. Without a counter the
-// search reads throughput alone anyway: nothing to break.
+// errors) breaks the model at once; a fall beyond the usual band, or a
+// check point the knee's neighbourhood does not beat by two standard errors,
+// first wants kMaxDecidingRuns runs of both points (`settle`), which then
+// decide. Without a counter the search reads throughput alone anyway:
+// nothing to break.
 struct ModelCheck {
   std::optional<std::string> broken;  // what the model cannot explain
   std::vector<int64_t> settle;        // points whose repeats decide

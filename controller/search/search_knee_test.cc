@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "controller/search/knee_probes.h"
 #include "controller/search/knee_reading.h"
 #include "controller/search/search.h"
 #include "controller/search/testing/trials.h"
@@ -722,6 +723,39 @@ TEST(KneeModelCheck, AFallWithinTheNoiseIsSettledBeforeItBreaksTheModel) {
   quiet[500] = Measured(1000, std::nullopt);
   quiet[540] = Measured(800, std::nullopt);
   EXPECT_FALSE(check(quiet).broken.has_value());
+}
+
+// One node on throughput alone: a neighbour far under the best (a cliff:
+// something ran out) sends the next run toward the cliff's edge, although
+// the other side of the bracket is wider; a gentle slope on both sides
+// splits the wider side.
+TEST(KneeProbes, OneRunGoesTowardACliffFirst) {
+  auto probe = [](const Outcomes& o) {
+    std::string why;
+    return knee::PeakProbes(Reference(), o, knee::Read(Reference(), o), 1, &why);
+  };
+  Outcomes o;
+  o[400] = Measured(950, std::nullopt);
+  o[600] = Measured(1000, std::nullopt);
+  o[700] = Measured(600, std::nullopt);
+  EXPECT_THAT(probe(o), ElementsAre(650));
+  o[700] = Measured(970, std::nullopt);
+  EXPECT_THAT(probe(o), ElementsAre(500));
+}
+
+// A check point below the knee that the points near the knee do not clearly
+// beat (a host-side cost can put the peak there) is settled by repeats; one
+// they beat beyond two standard errors is the model holding.
+TEST(KneeModelCheck, ACheckPointNotClearlyUnderTheKneeIsSettled) {
+  Outcomes o;
+  for (int64_t b : {435, 500, 560, 575}) o[b] = WithSignal(b);
+  const auto at = knee::CheckPoint(Reference(), knee::Read(Reference(), o));
+  ASSERT_TRUE(at.has_value());
+  auto check = [&] { return knee::CheckKneeModel(Reference(), o, knee::Read(Reference(), o)); };
+  o[*at] = Measured(WithSignal(575).objective * 0.99, 0);
+  EXPECT_THAT(check().settle, testing::Contains(*at));
+  o[*at] = Measured(WithSignal(575).objective * 0.90, 0);
+  EXPECT_TRUE(check().settle.empty());
 }
 
 TEST(GridSearch, InfeasiblePointCapsTheGrid) {
