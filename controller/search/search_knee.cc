@@ -415,9 +415,12 @@ constexpr size_t kSmoothingSide = 2;
 // point a quadratic in maxBatchSize, fitted by least squares weighted by
 // runs, ranks first: the best single mean is the luckiest run as often as
 // the best point (on a flat top almost always), and the neighbours' runs
-// average that luck out. With fewer than four points, the best mean.
+// average that luck out. With fewer than four points, the best mean; but
+// when those few level points hold the range's top (`at_top`) and a point
+// below them is clearly lower, throughput is still rising into the top of
+// the range and the noise cannot rank the level points: the largest.
 int64_t SmoothedTop(const std::vector<std::pair<int64_t, const PointOutcome*>>& usable, size_t m,
-                    double noise) {
+                    double noise, bool at_top) {
   // Only neighbours level with the best within the band: one past a cliff
   // would bend the fit away from the cliff's edge.
   auto level = [&](size_t i) {
@@ -428,7 +431,9 @@ int64_t SmoothedTop(const std::vector<std::pair<int64_t, const PointOutcome*>>& 
   size_t from = m, to = m + 1;
   while (from > 0 && m - (from - 1) <= kSmoothingSide && level(from - 1)) --from;
   while (to < usable.size() && to - m <= kSmoothingSide && level(to)) ++to;
-  if (to - from < 4) return usable[m].first;
+  if (to - from < 4) {
+    return at_top && to == usable.size() && from > 0 ? usable[to - 1].first : usable[m].first;
+  }
   // Normal equations of y = c0 + c1 x + c2 x^2, x centred and scaled.
   const auto x0 = static_cast<double>(usable[m].first);
   const double sx = std::max(1.0, static_cast<double>(usable[to - 1].first - usable[from].first));
@@ -491,8 +496,10 @@ std::optional<SearchAnswer> BestMeasured(const SearchSpace& space, const Outcome
   for (size_t i = 1; i < usable.size(); ++i) {
     if (usable[i].second->objective > usable[m].second->objective) m = i;
   }
+  const bool at_top = usable.back().first >= std::min(space.hi, cap - 1);
   return WithBasis(QualifiedAnswer(space, finished,
-                                   SmoothedTop(usable, m, knee::DecisionNoise(space, finished))),
+                                   SmoothedTop(usable, m, knee::DecisionNoise(space, finished),
+                                               at_top)),
                    "measured", std::move(reason));
 }
 

@@ -725,6 +725,33 @@ TEST(KneeModelCheck, AFallWithinTheNoiseIsSettledBeforeItBreaksTheModel) {
   EXPECT_FALSE(check(quiet).broken.has_value());
 }
 
+// A curve still rising at the range's top: two points at the top the noise
+// cannot rank, above a clearly lower one. The larger is the answer, whichever
+// mean the noise put first.
+TEST(KneeSearch, LevelPointsAtTheTopOfARiseTakeTheLargest) {
+  const SearchSpace space = Space(1, 64, 1, 0);
+  Outcomes o;
+  for (auto [b, v] : std::vector<std::pair<int64_t, double>>{
+           {28, 2005}, {46, 3126}, {55, 3481}, {60, 3891}}) {
+    o[b] = Measured(v, std::nullopt);
+  }
+  o[62] = Measured(4182, std::nullopt);
+  o[62].samples = {4229, 4135};
+  o[62].runs = 2;
+  o[64] = Measured(4170, std::nullopt);
+  o[64].samples = {4170, 4170};
+  o[64].runs = 2;
+  KneeSearch search;
+  auto best = search.Best(space, o);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->point, 64);
+  EXPECT_EQ(best->basis, "measured");
+  // Below the range's top the best mean stays the answer.
+  auto lower = search.Best(Space(1, 80, 1, 0), o);
+  ASSERT_TRUE(lower.has_value());
+  EXPECT_EQ(lower->point, 62);
+}
+
 // One node on throughput alone: a neighbour far under the best (a cliff:
 // something ran out) sends the next run toward the cliff's edge, although
 // the other side of the bracket is wider; a gentle slope on both sides
