@@ -497,10 +497,10 @@ std::optional<SearchAnswer> BestMeasured(const SearchSpace& space, const Outcome
     if (usable[i].second->objective > usable[m].second->objective) m = i;
   }
   const bool at_top = usable.back().first >= std::min(space.hi, cap - 1);
-  return WithBasis(QualifiedAnswer(space, finished,
-                                   SmoothedTop(usable, m, knee::DecisionNoise(space, finished),
-                                               at_top)),
-                   "measured", std::move(reason));
+  return WithBasis(
+      QualifiedAnswer(space, finished,
+                      SmoothedTop(usable, m, knee::DecisionNoise(space, finished), at_top)),
+      "measured", std::move(reason));
 }
 
 }  // namespace

@@ -731,8 +731,8 @@ TEST(KneeModelCheck, AFallWithinTheNoiseIsSettledBeforeItBreaksTheModel) {
 TEST(KneeSearch, LevelPointsAtTheTopOfARiseTakeTheLargest) {
   const SearchSpace space = Space(1, 64, 1, 0);
   Outcomes o;
-  for (auto [b, v] : std::vector<std::pair<int64_t, double>>{
-           {28, 2005}, {46, 3126}, {55, 3481}, {60, 3891}}) {
+  for (auto [b, v] :
+       std::vector<std::pair<int64_t, double>>{{28, 2005}, {46, 3126}, {55, 3481}, {60, 3891}}) {
     o[b] = Measured(v, std::nullopt);
   }
   o[62] = Measured(4182, std::nullopt);
