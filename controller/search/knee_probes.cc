@@ -180,10 +180,9 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       // error of the best: the top is level at the noise's scale, and a
       // point between them gains nothing a run could show.
       const double noise = DecisionNoise(space, finished);
+      const PointOutcome& b = *usable[m].second;
       auto level = [&](std::optional<int64_t> n) {
-        const PointOutcome& o = finished.at(*n);
-        const PointOutcome& b = *usable[m].second;
-        return o.objective >= b.objective * (1 - NoiseBand(noise, Runs(o), Runs(b), 1.0));
+        return !MeasuresUnder(noise, finished.at(*n), b, 1.0);
       };
       if (left && right &&
           static_cast<double>(hi_n - lo_n) <= kLevelBracket * static_cast<double>(at) &&
@@ -201,9 +200,7 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       // a cliff: throughput rises until something runs out and then drops,
       // so the peak lies at the cliff's edge. One run goes there first.
       auto cliff = [&](std::optional<int64_t> n) {
-        const PointOutcome& o = finished.at(*n);
-        const PointOutcome& b = *usable[m].second;
-        return o.objective < b.objective * (1 - NoiseBand(noise, Runs(o), Runs(b), kBreakZ));
+        return MeasuresUnder(noise, finished.at(*n), b, kBreakZ);
       };
       if (k == 1 && right && wr > static_cast<double>(res) && cliff(right) &&
           !(left && cliff(left))) {
@@ -239,7 +236,7 @@ std::optional<int64_t> RunnerUp(const SearchSpace& space, const Outcomes& finish
   std::optional<int64_t> rival;
   for (const auto& [point, o] : Trusted(finished, r)) {
     if (point == best) continue;
-    if (o->objective < b.objective * (1 - NoiseBand(noise, Runs(*o), Runs(b)))) continue;
+    if (MeasuresUnder(noise, *o, b)) continue;
     if (!rival || o->objective > finished.at(*rival).objective) rival = point;
   }
   return rival;
@@ -256,7 +253,7 @@ std::vector<int64_t> Rivals(const SearchSpace& space, const Outcomes& finished, 
         o.samples.empty() || o.samples.size() >= kMaxDecidingRuns) {
       continue;
     }
-    if (any || o.objective >= a.objective * (1 - NoiseBand(noise, Runs(o), Runs(a)))) {
+    if (any || !MeasuresUnder(noise, o, a)) {
       rivals.emplace_back(-o.objective, point);
     }
   }

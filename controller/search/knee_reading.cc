@@ -41,6 +41,10 @@ double DecisionNoise(const SearchSpace& space, const Outcomes& finished) {
 
 size_t Runs(const PointOutcome& o) { return std::max<size_t>(1, o.samples.size()); }
 
+bool MeasuresUnder(double noise, const PointOutcome& o, const PointOutcome& ref, double z) {
+  return o.objective < ref.objective * (1 - NoiseBand(noise, Runs(o), Runs(ref), z));
+}
+
 Reading Read(const SearchSpace& space, const Outcomes& finished, bool use_counter) {
   Reading r;
   for (const auto& [point, o] : finished) {
@@ -108,12 +112,6 @@ bool Settled(const PointOutcome& a, const PointOutcome& b) {
   return Runs(a) >= kMaxDecidingRuns && Runs(b) >= kMaxDecidingRuns;
 }
 
-// Whether `high` (the larger batch) measures under `low` beyond `z`
-// standard errors of their difference.
-bool Under(double noise, const PointOutcome& low, const PointOutcome& high, double z) {
-  return high.objective < low.objective * (1 - NoiseBand(noise, Runs(high), Runs(low), z));
-}
-
 }  // namespace
 
 ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, const Reading& r) {
@@ -147,11 +145,11 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
   for (const Entry& e : below) {
     if (best != nullptr && static_cast<double>(e.first) < edge) {
       const bool settled = Settled(*best->second, *e.second);
-      if (Under(noise, *best->second, *e.second, settled ? 2.0 : kBreakZ)) {
+      if (MeasuresUnder(noise, *e.second, *best->second, settled ? 2.0 : kBreakZ)) {
         check.broken = says(*best, e);
         return check;
       }
-      if (!settled && check.settle.empty() && Under(noise, *best->second, *e.second, 2.0)) {
+      if (!settled && check.settle.empty() && MeasuresUnder(noise, *e.second, *best->second)) {
         check.settle = {best->first, e.first};
       }
     }
@@ -181,7 +179,7 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
     }
   }
   if (check.settle.empty() && top != nullptr && !Settled(*c->second, *top->second) &&
-      !Under(noise, *top->second, *c->second, 2.0)) {
+      !MeasuresUnder(noise, *c->second, *top->second)) {
     check.settle = {c->first, top->first};
   }
   return check;

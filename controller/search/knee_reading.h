@@ -54,6 +54,9 @@ struct Reading {
 
 // Runs behind a point's mean (at least one).
 size_t Runs(const PointOutcome& o);
+// Whether `o`'s mean lies under `ref`'s beyond `z` standard errors of their
+// difference (NoiseBand): the one comparison every rule of the search makes.
+bool MeasuresUnder(double noise, const PointOutcome& o, const PointOutcome& ref, double z = 2.0);
 // The noise a decision assumes: the measured one shrunk toward the prior
 // with the weight of two runs, so that two close samples by chance do not
 // make every small difference a fall; plus, in quadrature, the space's

@@ -424,9 +424,7 @@ int64_t SmoothedTop(const std::vector<std::pair<int64_t, const PointOutcome*>>& 
   // Only neighbours level with the best within the band: one past a cliff
   // would bend the fit away from the cliff's edge.
   auto level = [&](size_t i) {
-    const PointOutcome& o = *usable[i].second;
-    const PointOutcome& b = *usable[m].second;
-    return o.objective >= b.objective * (1 - NoiseBand(noise, knee::Runs(o), knee::Runs(b)));
+    return !knee::MeasuresUnder(noise, *usable[i].second, *usable[m].second);
   };
   size_t from = m, to = m + 1;
   while (from > 0 && m - (from - 1) <= kSmoothingSide && level(from - 1)) --from;
@@ -559,10 +557,7 @@ std::optional<SearchAnswer> KneeSearch::Best(const SearchSpace& space,
         o.samples.empty() || r.side.at(point) != knee::Side::kBelow) {
       continue;
     }
-    if (o.objective >=
-        top->second.objective * (1 - NoiseBand(noise, knee::Runs(o), knee::Runs(top->second)))) {
-      chosen = point;
-    }
+    if (!knee::MeasuresUnder(noise, o, top->second)) chosen = point;
   }
   const int64_t answer = knee::MeasuredBetter(space, finished, chosen);
   if (answer != chosen) {
