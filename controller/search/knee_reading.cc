@@ -114,6 +114,23 @@ bool Settled(const PointOutcome& a, const PointOutcome& b) {
 
 }  // namespace
 
+bool FarAboveGuess(const SearchSpace& space, const Reading& r) {
+  return r.signal && r.below && space.knee_guess > 0 &&
+         static_cast<double>(*r.below) >
+             (1 + kFarFromGuess) * static_cast<double>(space.knee_guess);
+}
+
+std::vector<int64_t> CheckPoints(const SearchSpace& space, const Reading& r) {
+  std::vector<int64_t> points;
+  const std::optional<int64_t> first = CheckPoint(space, r);
+  if (!first) return points;
+  points.push_back(*first);
+  if (!FarAboveGuess(space, r)) return points;
+  const int64_t middle = (*first + space.knee_guess) / 2;
+  if (middle - *first >= Resolution(space, middle)) points.push_back(middle);
+  return points;
+}
+
 ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, const Reading& r) {
   ModelCheck check;
   if (!r.signal) return check;
@@ -161,26 +178,33 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
   // unless the best of them is clearly (2 standard errors) above it, the two
   // are settled. A host-side cost can put the peak below the knee by less
   // than the noise band, and only more runs tell the two apart.
-  const std::optional<int64_t> at = CheckPoint(space, r);
-  auto c = std::find_if(below.begin(), below.end(),
-                        [&](const Entry& e) { return at && e.first == *at; });
-  if (c == below.end()) return check;
   const double near_knee = kNearKnee * static_cast<double>(r.below.value_or(0));
-  const Entry* top = nullptr;
-  for (const Entry& e : below) {
-    if (e.first <= c->first) continue;
-    if (Settled(*c->second, *e.second) && e.second->objective <= c->second->objective) {
-      check.broken = says(*c, e);
-      return check;
+  std::optional<std::pair<const Entry*, const Entry*>> unsettled;
+  for (int64_t at : CheckPoints(space, r)) {
+    auto c =
+        std::find_if(below.begin(), below.end(), [&](const Entry& e) { return e.first == at; });
+    if (c == below.end()) continue;
+    const Entry* top = nullptr;
+    for (const Entry& e : below) {
+      if (e.first <= c->first) continue;
+      if (Settled(*c->second, *e.second) && e.second->objective <= c->second->objective) {
+        check.broken = says(*c, e);
+        return check;
+      }
+      if (static_cast<double>(e.first) >= near_knee &&
+          (top == nullptr || e.second->objective > top->second->objective)) {
+        top = &e;
+      }
     }
-    if (static_cast<double>(e.first) >= near_knee &&
-        (top == nullptr || e.second->objective > top->second->objective)) {
-      top = &e;
+    // The highest check point the knee does not clearly beat is settled.
+    if (top != nullptr && !Settled(*c->second, *top->second) &&
+        !MeasuresUnder(noise, *c->second, *top->second) &&
+        (!unsettled || c->second->objective > unsettled->first->second->objective)) {
+      unsettled.emplace(&*c, top);
     }
   }
-  if (check.settle.empty() && top != nullptr && !Settled(*c->second, *top->second) &&
-      !MeasuresUnder(noise, *c->second, *top->second)) {
-    check.settle = {c->first, top->first};
+  if (check.settle.empty() && unsettled) {
+    check.settle = {unsettled->first->first, unsettled->second->first};
   }
   return check;
 }

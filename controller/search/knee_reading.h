@@ -104,6 +104,15 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
 // knee is bracketed: the practice's start, or 0.8 of the knee's lower end
 // when the start is not well below it; nullopt when no point is below.
 std::optional<int64_t> CheckPoint(const SearchSpace& space, const Reading& r);
+// Whether the knee's lower end lies further than kFarFromGuess above the
+// block-count guess: the guess's arithmetic does not describe this engine,
+// and the stretch between the practice's start and the knee is long.
+bool FarAboveGuess(const SearchSpace& space, const Reading& r);
+// Every point that checks the model, in the order they are measured:
+// CheckPoint, and when the knee lies far above the guess, also the middle
+// between it and the guess, where the search expected the knee and measured
+// nothing: a peak there hides from a check at the practice's start.
+std::vector<int64_t> CheckPoints(const SearchSpace& space, const Reading& r);
 // "the knee lies 29% below the block-count guess (574)" when it lies
 // further than kFarFromGuess from it; "" otherwise or when not located.
 std::string FarFromGuess(const SearchSpace& space, const Reading& r);

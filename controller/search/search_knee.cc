@@ -75,6 +75,7 @@ struct RoundReading {
   knee::Reading r;             // on throughput alone once the model broke
   bool by_knee = false;        // the probes follow the knee, not throughput's peak
   knee::ModelCheck check;      // knee::CheckKneeModel
+  bool far = false;            // knee::FarAboveGuess, read with the counter
   const std::optional<std::string>& broken() const { return check.broken; }
 };
 
@@ -96,11 +97,24 @@ RoundReading ReadRound(const SearchSpace& space, const Outcomes& finished, size_
   // What the knee model cannot explain: from then on the search brackets
   // throughput's peak alone, around the best mean.
   round.check = knee::CheckKneeModel(space, finished, round.r);
+  round.far = knee::FarAboveGuess(space, round.r);
   if (round.broken()) round.r = knee::Read(space, finished, /*use_counter=*/false);
   // Until a point measures ok, only infeasible points are known: they are
   // past the knee either way.
   round.by_knee = round.r.signal || knee::Trusted(finished, round.r).empty();
   return round;
+}
+
+// One node's run budget: kRunBudget, or kRunCeiling when the knee lies far
+// above the guess, where the model's checks want a point more
+// (knee::CheckPoints) and the bracket to narrow is wider.
+size_t RunBudget(const RoundReading& round) { return round.far ? kRunCeiling : kRunBudget; }
+
+// Runs the model check's repeats leave for the rest of the search: one
+// fewer when the knee lies far above the guess, whose second check point
+// took one (knee::CheckPoints).
+size_t SettleReserve(const RoundReading& round) {
+  return round.far ? kSettleReserve - 1 : kSettleReserve;
 }
 
 NextProbes KneeOrPeakProbes(const SearchSpace& space, const Outcomes& finished,
@@ -195,10 +209,16 @@ void RefineByCostModel(const SearchSpace& space, const Outcomes& finished,
 void WantModelCheck(const SearchSpace& space, const Outcomes& finished, const RoundReading& round,
                     NextProbes& next) {
   if (!round.by_knee || round.broken() || !round.r.signal) return;
-  const std::optional<int64_t> at = knee::CheckPoint(space, round.r);
-  if (!at || finished.count(*at) != 0) return;
+  std::optional<int64_t> at;
+  for (int64_t p : knee::CheckPoints(space, round.r)) {
+    if (finished.count(p) == 0) {
+      at = p;
+      break;
+    }
+  }
+  if (!at) return;
   if (std::find(next.points.begin(), next.points.end(), *at) != next.points.end()) return;
-  if (RunsMeasured(finished) + 2 > kRunBudget) return;
+  if (RunsMeasured(finished) + 2 > RunBudget(round)) return;
   // One node: once the knee is bracketed (a point past it) or located.
   const bool bracketed = round.r.past != std::numeric_limits<int64_t>::max();
   if (round.k == 1 && (bracketed || next.points.empty())) {
@@ -212,9 +232,18 @@ void WantModelCheck(const SearchSpace& space, const Outcomes& finished, const Ro
 // On one node only, and only while the budget keeps kSettleReserve runs for
 // the knee's bisection and the answer's confirmation: on several nodes a
 // round of repeats costs as much as the knee's own rounds.
-std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
+std::optional<SearchDecision> SettleModelCheck(const SearchSpace& space, const Outcomes& finished,
                                                const RoundReading& round) {
   if (round.broken() || round.check.settle.empty() || round.k != 1) return std::nullopt;
+  // Every check point is measured first: the settling runs go to the one
+  // that reads highest.
+  const auto checks = knee::CheckPoints(space, round.r);
+  if (round.r.past != std::numeric_limits<int64_t>::max() &&
+      RunsMeasured(finished) + 2 <= RunBudget(round) &&
+      std::any_of(checks.begin(), checks.end(),
+                  [&](int64_t p) { return finished.count(p) == 0; })) {
+    return std::nullopt;
+  }
   SearchDecision d;
   size_t more = 0;
   for (int64_t p : round.check.settle) {
@@ -224,7 +253,7 @@ std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
     d.wanted.push_back(p);
     d.runs[p] = static_cast<uint32_t>(knee::kMaxDecidingRuns);
   }
-  if (d.wanted.empty() || RunsMeasured(finished) + more + kSettleReserve > kRunBudget) {
+  if (d.wanted.empty() || RunsMeasured(finished) + more + SettleReserve(round) > RunBudget(round)) {
     return std::nullopt;
   }
   return d;
@@ -233,8 +262,11 @@ std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
 // On throughput alone the search stops probing once the run budget is
 // spent, with room left for the answer's confirmation: on a flat top the
 // noise would keep moving the best. The confirmation ends at kRunCeiling.
+// When the knee lies far above the guess, the model's second check point
+// and its settling runs came out of kRunCeiling (RunBudget): the bracket
+// around the best mean gets all but the confirming run.
 bool MeasuredBudgetSpent(const Outcomes& finished, const RoundReading& round) {
-  return !round.by_knee && RunsMeasured(finished) >= kRunBudget;
+  return !round.by_knee && RunsMeasured(finished) >= (round.far ? kRunCeiling - 1 : kRunBudget);
 }
 
 // A node the round leaves free confirms the best so far: on one node this
@@ -329,11 +361,12 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   }
   const RoundReading round = ReadRound(space, finished, lookahead);
   // One node's run budget holds once the model check's run was paid from it.
-  const std::optional<int64_t> check_at = knee::CheckPoint(space, round.r);
-  if (round.by_knee && round.k == 1 && check_at && finished.count(*check_at) != 0 &&
-      RunsMeasured(finished) >= kRunBudget) {
+  const std::vector<int64_t> checks = knee::CheckPoints(space, round.r);
+  const size_t budget = RunBudget(round);
+  if (round.by_knee && round.k == 1 && !checks.empty() && finished.count(checks.front()) != 0 &&
+      RunsMeasured(finished) >= budget) {
     const std::optional<SearchAnswer> best = Best(space, finished);
-    return Ended(absl::StrCat("the run budget (", kRunBudget, ") is spent",
+    return Ended(absl::StrCat("the run budget (", budget, ") is spent",
                               best ? absl::StrFormat("; best %d at %.4g token/s over %d runs",
                                                      best->point, best->objective, best->runs)
                                    : ""));
@@ -349,7 +382,7 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
              : ""));
   }
   NextProbes next = KneeOrPeakProbes(space, finished, round);
-  if (auto settle = SettleModelCheck(finished, round)) return *settle;
+  if (auto settle = SettleModelCheck(space, finished, round)) return *settle;
   ScanBeforeBisecting(space, finished, round, next);
   RefineByCostModel(space, finished, round, next);
   WantModelCheck(space, finished, round, next);

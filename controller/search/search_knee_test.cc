@@ -785,6 +785,55 @@ TEST(KneeModelCheck, ACheckPointNotClearlyUnderTheKneeIsSettled) {
   EXPECT_TRUE(check().settle.empty());
 }
 
+// A knee far above the block-count guess leaves the stretch from the
+// practice's start up to it long: the model is checked a second time,
+// halfway between the start and the guess, where the search expected the
+// knee. A knee near the guess keeps the one check point.
+TEST(KneeModelCheck, AKneeFarAboveTheGuessIsCheckedBetweenTheStartAndTheGuess) {
+  const SearchSpace s = Reference();  // start 435, guess 608
+  Outcomes near;
+  near[560] = Measured(1000, 0);
+  near[640] = Measured(900, 40);
+  EXPECT_FALSE(knee::FarAboveGuess(s, knee::Read(s, near)));
+  EXPECT_THAT(knee::CheckPoints(s, knee::Read(s, near)), ElementsAre(435));
+  Outcomes far;
+  far[608] = Measured(1000, 0);
+  far[800] = Measured(1010, 0);  // 800 > 1.25 x 608
+  far[1000] = Measured(700, 300);
+  EXPECT_TRUE(knee::FarAboveGuess(s, knee::Read(s, far)));
+  EXPECT_THAT(knee::CheckPoints(s, knee::Read(s, far)), ElementsAre(435, (435 + 608) / 2));
+  // Without a counter there is no knee to be far.
+  Outcomes blind;
+  for (const auto& [b, o] : far) blind[b] = Measured(o.objective, std::nullopt);
+  EXPECT_FALSE(knee::FarAboveGuess(s, knee::Read(s, blind)));
+}
+
+// Not unimodal, with the KV knee far above the guess (the zoo's
+// dip-partial-recovery): throughput peaks at 520, dips 8% around 640,
+// recovers to 97% of the peak at 800 and falls past the knee at 850. The
+// check at the practice's start (435) cannot see the peak; the second
+// check point (521) can, the model breaks, and the answer rests on the
+// measurements, within the 12-run ceiling.
+TEST(KneeSearch, APeakHiddenBelowAFarKneeIsFoundByTheSecondCheckPoint) {
+  auto speed = [](int64_t b) {
+    const auto x = static_cast<double>(b);
+    if (b <= 520) return 1900 - 0.9 * (520 - x);
+    if (b <= 640) return 1900 - 1.2 * (x - 520);
+    if (b <= 850) return 1756 + 0.55 * (std::min(x, 800.0) - 640);
+    return 1844 - 2 * (x - 850);
+  };
+  auto measure = [&](int64_t b, size_t) {
+    return Measured(speed(b), b <= 850 ? 0 : 3 * (b - 850));
+  };
+  KneeSearch search;
+  Played p = Play(search, Reference(), measure);
+  EXPECT_THAT(p.runs, testing::Contains((435 + 608) / 2));
+  EXPECT_LE(p.runs.size(), 12u);
+  ASSERT_TRUE(p.answer.has_value());
+  EXPECT_EQ(p.answer->basis, "measured");
+  EXPECT_GE(speed(p.answer->point), 0.99 * speed(520)) << p.answer->point;
+}
+
 TEST(GridSearch, InfeasiblePointCapsTheGrid) {
   GridSearch search;
   Played p = Play(search, Reference(), [](int64_t b, size_t) {
