@@ -70,12 +70,13 @@ SearchDecision Ended(std::string reason) {
 
 // What one decision reads from the finished points before it chooses.
 struct RoundReading {
-  size_t k = 1;                // runs the round may propose
-  std::optional<double> wide;  // knee::WideSpacing
-  knee::Reading r;             // on throughput alone once the model broke
-  bool by_knee = false;        // the probes follow the knee, not throughput's peak
-  knee::ModelCheck check;      // knee::CheckKneeModel
-  bool far = false;            // knee::FarAboveGuess, read with the counter
+  size_t k = 1;                 // runs the round may propose
+  std::optional<double> wide;   // knee::WideSpacing
+  knee::Reading r;              // on throughput alone once the model broke
+  bool by_knee = false;         // the probes follow the knee, not throughput's peak
+  knee::ModelCheck check;       // knee::CheckKneeModel
+  bool far = false;             // knee::FarAboveGuess, read with the counter
+  std::vector<int64_t> checks;  // knee::CheckPoints
   const std::optional<std::string>& broken() const { return check.broken; }
 };
 
@@ -99,6 +100,7 @@ RoundReading ReadRound(const SearchSpace& space, const Outcomes& finished, size_
   round.check = knee::CheckKneeModel(space, finished, round.r);
   round.far = knee::FarAboveGuess(space, round.r);
   if (round.broken()) round.r = knee::Read(space, finished, /*use_counter=*/false);
+  round.checks = knee::CheckPoints(space, round.r);
   // Until a point measures ok, only infeasible points are known: they are
   // past the knee either way.
   round.by_knee = round.r.signal || knee::Trusted(finished, round.r).empty();
@@ -115,6 +117,14 @@ size_t RunBudget(const RoundReading& round) { return round.far ? kRunCeiling : k
 // took one (knee::CheckPoints).
 size_t SettleReserve(const RoundReading& round) {
   return round.far ? kSettleReserve - 1 : kSettleReserve;
+}
+
+// The first check point (knee::CheckPoints) not measured yet.
+std::optional<int64_t> NextCheckPoint(const Outcomes& finished, const RoundReading& round) {
+  for (int64_t p : round.checks) {
+    if (finished.count(p) == 0) return p;
+  }
+  return std::nullopt;
 }
 
 NextProbes KneeOrPeakProbes(const SearchSpace& space, const Outcomes& finished,
@@ -206,16 +216,9 @@ void RefineByCostModel(const SearchSpace& space, const Outcomes& finished,
 // peak below the knee, narrowing it would be spent in vain. On one node it
 // takes the round; on several it rides in a free place. Only while the run
 // budget leaves room for the answer's confirmation.
-void WantModelCheck(const SearchSpace& space, const Outcomes& finished, const RoundReading& round,
-                    NextProbes& next) {
+void WantModelCheck(const Outcomes& finished, const RoundReading& round, NextProbes& next) {
   if (!round.by_knee || round.broken() || !round.r.signal) return;
-  std::optional<int64_t> at;
-  for (int64_t p : knee::CheckPoints(space, round.r)) {
-    if (finished.count(p) == 0) {
-      at = p;
-      break;
-    }
-  }
+  const std::optional<int64_t> at = NextCheckPoint(finished, round);
   if (!at) return;
   if (std::find(next.points.begin(), next.points.end(), *at) != next.points.end()) return;
   if (RunsMeasured(finished) + 2 > RunBudget(round)) return;
@@ -232,16 +235,13 @@ void WantModelCheck(const SearchSpace& space, const Outcomes& finished, const Ro
 // On one node only, and only while the budget keeps kSettleReserve runs for
 // the knee's bisection and the answer's confirmation: on several nodes a
 // round of repeats costs as much as the knee's own rounds.
-std::optional<SearchDecision> SettleModelCheck(const SearchSpace& space, const Outcomes& finished,
+std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
                                                const RoundReading& round) {
   if (round.broken() || round.check.settle.empty() || round.k != 1) return std::nullopt;
   // Every check point is measured first: the settling runs go to the one
   // that reads highest.
-  const auto checks = knee::CheckPoints(space, round.r);
   if (round.r.past != std::numeric_limits<int64_t>::max() &&
-      RunsMeasured(finished) + 2 <= RunBudget(round) &&
-      std::any_of(checks.begin(), checks.end(),
-                  [&](int64_t p) { return finished.count(p) == 0; })) {
+      RunsMeasured(finished) + 2 <= RunBudget(round) && NextCheckPoint(finished, round)) {
     return std::nullopt;
   }
   SearchDecision d;
@@ -361,10 +361,9 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   }
   const RoundReading round = ReadRound(space, finished, lookahead);
   // One node's run budget holds once the model check's run was paid from it.
-  const std::vector<int64_t> checks = knee::CheckPoints(space, round.r);
   const size_t budget = RunBudget(round);
-  if (round.by_knee && round.k == 1 && !checks.empty() && finished.count(checks.front()) != 0 &&
-      RunsMeasured(finished) >= budget) {
+  if (round.by_knee && round.k == 1 && !round.checks.empty() &&
+      finished.count(round.checks.front()) != 0 && RunsMeasured(finished) >= budget) {
     const std::optional<SearchAnswer> best = Best(space, finished);
     return Ended(absl::StrCat("the run budget (", budget, ") is spent",
                               best ? absl::StrFormat("; best %d at %.4g token/s over %d runs",
@@ -382,10 +381,10 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
              : ""));
   }
   NextProbes next = KneeOrPeakProbes(space, finished, round);
-  if (auto settle = SettleModelCheck(space, finished, round)) return *settle;
+  if (auto settle = SettleModelCheck(finished, round)) return *settle;
   ScanBeforeBisecting(space, finished, round, next);
   RefineByCostModel(space, finished, round, next);
-  WantModelCheck(space, finished, round, next);
+  WantModelCheck(finished, round, next);
   if (MeasuredBudgetSpent(finished, round) && !next.points.empty()) {
     next.points.clear();
     next.located = absl::StrCat("the run budget (", kRunBudget, ") is spent on throughput alone");
