@@ -159,14 +159,22 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
   const double edge = r.past == std::numeric_limits<int64_t>::max()
                           ? std::numeric_limits<double>::infinity()
                           : kKneeEdge * static_cast<double>(r.past);
-  for (const Entry& e : below) {
+  for (size_t i = 0; i < below.size(); ++i) {
+    const Entry& e = below[i];
     if (best != nullptr && static_cast<double>(e.first) < edge) {
-      const bool settled = Settled(*best->second, *e.second);
-      if (MeasuresUnder(noise, *e.second, *best->second, settled ? 2.0 : kBreakZ)) {
-        check.broken = says(*best, e);
-        return check;
+      // Against every smaller point, not only the best: a fall settled
+      // between two points stays a fall when a third, measured once, reads
+      // higher than both.
+      for (size_t j = 0; j < i; ++j) {
+        const Entry& low = below[j];
+        const bool settled = Settled(*low.second, *e.second);
+        if (MeasuresUnder(noise, *e.second, *low.second, settled ? 2.0 : kBreakZ)) {
+          check.broken = says(low, e);
+          return check;
+        }
       }
-      if (!settled && check.settle.empty() && MeasuresUnder(noise, *e.second, *best->second)) {
+      if (!Settled(*best->second, *e.second) && check.settle.empty() &&
+          MeasuresUnder(noise, *e.second, *best->second)) {
         check.settle = {best->first, e.first};
       }
     }
@@ -203,6 +211,8 @@ ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, co
       unsettled.emplace(&*c, top);
     }
   }
+  check.doubted =
+      unsettled && unsettled->first->second->objective >= unsettled->second->second->objective;
   if (check.settle.empty() && unsettled) {
     check.settle = {unsettled->first->first, unsettled->second->first};
   }

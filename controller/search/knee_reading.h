@@ -98,6 +98,9 @@ constexpr double kKneeEdge = 0.97;
 struct ModelCheck {
   std::optional<std::string> broken;  // what the model cannot explain
   std::vector<int64_t> settle;        // points whose repeats decide
+  // A check point whose mean is at least the best near the knee's, and the
+  // two not settled yet: the model is in doubt.
+  bool doubted = false;
 };
 ModelCheck CheckKneeModel(const SearchSpace& space, const Outcomes& finished, const Reading& r);
 // The point that checks the model against the rest of the range once the

@@ -224,7 +224,7 @@ void WantModelCheck(const Outcomes& finished, const RoundReading& round, NextPro
   if (RunsMeasured(finished) + 2 > RunBudget(round)) return;
   // One node: once the knee is bracketed (a point past it) or located.
   const bool bracketed = round.r.past != std::numeric_limits<int64_t>::max();
-  if (round.k == 1 && (bracketed || next.points.empty())) {
+  if (round.k == 1 && (bracketed || round.far || next.points.empty())) {
     next.points = {*at};
   } else if (round.k > 1 && !next.points.empty() && next.points.size() < round.k) {
     next.points.push_back(*at);
@@ -240,7 +240,7 @@ std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
   if (round.broken() || round.check.settle.empty() || round.k != 1) return std::nullopt;
   // Every check point is measured first: the settling runs go to the one
   // that reads highest.
-  if (round.r.past != std::numeric_limits<int64_t>::max() &&
+  if ((round.r.past != std::numeric_limits<int64_t>::max() || round.far) &&
       RunsMeasured(finished) + 2 <= RunBudget(round) && NextCheckPoint(finished, round)) {
     return std::nullopt;
   }
@@ -538,7 +538,14 @@ std::optional<SearchAnswer> BestMeasured(const SearchSpace& space, const Outcome
 std::optional<SearchAnswer> KneeSearch::Best(const SearchSpace& space,
                                              const Outcomes& finished) const {
   const knee::Reading r = knee::Read(space, finished);
-  if (auto broken = knee::CheckKneeModel(space, finished, r).broken) {
+  const knee::ModelCheck check = knee::CheckKneeModel(space, finished, r);
+  if (!check.broken && check.doubted && knee::FarAboveGuess(space, r)) {
+    auto best = BestMeasured(space, finished, knee::Read(space, finished, /*use_counter=*/false),
+                             "the knee lies far above the guess and a check point reads as high "
+                             "as the knee, unsettled: the best mean throughput");
+    if (best) return best;
+  }
+  if (auto broken = check.broken) {
     auto best = BestMeasured(
         space, finished, knee::Read(space, finished, /*use_counter=*/false),
         absl::StrCat("the knee model does not hold (", *broken, "): the best mean throughput"));

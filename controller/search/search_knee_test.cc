@@ -725,6 +725,26 @@ TEST(KneeModelCheck, AFallWithinTheNoiseIsSettledBeforeItBreaksTheModel) {
   EXPECT_FALSE(check(quiet).broken.has_value());
 }
 
+// The evidence of a fall does not go away when another point reads higher:
+// a fall settled between 500 and 560 (5% on two runs each, beyond the 4%
+// band) still breaks the model once 530, measured once, reads above both,
+// although 560 against 530 alone would want settling first.
+TEST(KneeModelCheck, ASettledFallStaysAFallWhenAThirdPointReadsHigher) {
+  auto check = [](const Outcomes& o) {
+    return knee::CheckKneeModel(Reference(), o, knee::Read(Reference(), o));
+  };
+  Outcomes o;
+  o[500] = Measured(1000, 0);
+  o[500].samples = {1000, 1000};
+  o[560] = Measured(950, 0);
+  o[560].samples = {950, 950};
+  ASSERT_TRUE(check(o).broken.has_value());
+  o[530] = Measured(1010, 0);
+  auto with_third = check(o);
+  ASSERT_TRUE(with_third.broken.has_value());
+  EXPECT_THAT(*with_third.broken, HasSubstr("at 560, 5.0% under 1000 at 500"));
+}
+
 // A curve still rising at the range's top: two points at the top the noise
 // cannot rank, above a clearly lower one. The larger is the answer, whichever
 // mean the noise put first.
@@ -832,6 +852,55 @@ TEST(KneeSearch, APeakHiddenBelowAFarKneeIsFoundByTheSecondCheckPoint) {
   ASSERT_TRUE(p.answer.has_value());
   EXPECT_EQ(p.answer->basis, "measured");
   EXPECT_GE(speed(p.answer->point), 0.99 * speed(520)) << p.answer->point;
+}
+
+// Once the knee's lower end lies far above the guess, the check points
+// are measured before the knee is bracketed: the stretch below is long and
+// the model in doubt, so a peak there is looked for before more runs go
+// further up.
+TEST(KneeSearch, AFarKneeIsCheckedBeforeItIsBracketed) {
+  KneeSearch search;
+  const SearchSpace s = Reference();  // start 435, guess 608
+  Outcomes o;
+  for (int64_t b : {608, 632, 657, 706, 800}) o[b] = Measured(1000 + 0.1 * b, 0);
+  ASSERT_TRUE(knee::FarAboveGuess(s, knee::Read(s, o)));
+  SearchDecision d = search.Decide(s, o, 1);
+  ASSERT_FALSE(d.done) << d.reason;
+  EXPECT_THAT(d.wanted, ElementsAre(435));
+  o[435] = Measured(1000, 0);
+  d = search.Decide(s, o, 1);
+  ASSERT_FALSE(d.done) << d.reason;
+  EXPECT_THAT(d.wanted, ElementsAre((435 + 608) / 2));
+}
+
+// A knee far above the guess whose check point reads as high as the points
+// near the knee, with no run left to settle the two: the model is in doubt,
+// and the answer rests on the best mean instead of the knee rule's largest
+// point in the band.
+TEST(KneeSearch, AnUnsettledCheckAsHighAsAFarKneeLeavesTheAnswerToTheMeasurements) {
+  KneeSearch search;
+  const SearchSpace s = Reference();
+  Outcomes o;
+  for (int64_t b : {608, 632, 657, 706}) o[b] = Measured(1820, 0);
+  o[800] = Measured(1830, 0);
+  o[900] = Measured(1100, 300);
+  o[435] = Measured(1760, 0);
+  o[521] = Measured(1850, 0);
+  o[521].samples = {1850, 1850};
+  const auto check = knee::CheckKneeModel(s, o, knee::Read(s, o));
+  ASSERT_FALSE(check.broken.has_value());
+  EXPECT_TRUE(check.doubted);
+  std::optional<SearchAnswer> best = search.Best(s, o);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->point, 521);
+  EXPECT_EQ(best->basis, "measured");
+  EXPECT_THAT(best->basis_reason, HasSubstr("far above the guess"));
+  // The check clearly under the knee: the model holds, the knee rule answers.
+  o[521] = Measured(1700, 0);
+  o[521].samples = {1700, 1700};
+  best = search.Best(s, o);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->point, 800);
 }
 
 TEST(GridSearch, InfeasiblePointCapsTheGrid) {
