@@ -222,7 +222,9 @@ void WantModelCheck(const Outcomes& finished, const RoundReading& round, NextPro
   if (!at) return;
   if (std::find(next.points.begin(), next.points.end(), *at) != next.points.end()) return;
   if (RunsMeasured(finished) + 2 > RunBudget(round)) return;
-  // One node: once the knee is bracketed (a point past it) or located.
+  // One node: once the knee is bracketed (a point past it) or located, or
+  // as soon as it is known far above the guess (the guess's arithmetic is
+  // wrong, and the stretch below is checked before more runs go up).
   const bool bracketed = round.r.past != std::numeric_limits<int64_t>::max();
   if (round.k == 1 && (bracketed || round.far || next.points.empty())) {
     next.points = {*at};
