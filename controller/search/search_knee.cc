@@ -267,8 +267,11 @@ std::optional<SearchDecision> SettleModelCheck(const Outcomes& finished,
 // When the knee lies far above the guess, the model's second check point
 // and its settling runs came out of kRunCeiling (RunBudget): the bracket
 // around the best mean gets all but the confirming run.
+size_t MeasuredBudget(const RoundReading& round) {
+  return round.far ? kRunCeiling - 1 : kRunBudget;
+}
 bool MeasuredBudgetSpent(const Outcomes& finished, const RoundReading& round) {
-  return !round.by_knee && RunsMeasured(finished) >= (round.far ? kRunCeiling - 1 : kRunBudget);
+  return !round.by_knee && RunsMeasured(finished) >= MeasuredBudget(round);
 }
 
 // A node the round leaves free confirms the best so far: on one node this
@@ -389,7 +392,8 @@ SearchDecision KneeSearch::Decide(const SearchSpace& space, const Outcomes& fini
   WantModelCheck(finished, round, next);
   if (MeasuredBudgetSpent(finished, round) && !next.points.empty()) {
     next.points.clear();
-    next.located = absl::StrCat("the run budget (", kRunBudget, ") is spent on throughput alone");
+    next.located =
+        absl::StrCat("the run budget (", MeasuredBudget(round), ") is spent on throughput alone");
   }
   const std::optional<SearchAnswer> best = Best(space, finished);
   if (!next.points.empty()) return ProbeRound(std::move(next.points), round.k, best);
@@ -541,18 +545,22 @@ std::optional<SearchAnswer> KneeSearch::Best(const SearchSpace& space,
                                              const Outcomes& finished) const {
   const knee::Reading r = knee::Read(space, finished);
   const knee::ModelCheck check = knee::CheckKneeModel(space, finished, r);
-  if (!check.broken && check.doubted && knee::FarAboveGuess(space, r)) {
-    auto best = BestMeasured(space, finished, knee::Read(space, finished, /*use_counter=*/false),
-                             "the knee lies far above the guess and a check point reads as high "
-                             "as the knee, unsettled: the best mean throughput");
-    if (best) return best;
+  // The model broken, or a far knee's check it could not settle: the
+  // answer rests on the measurements.
+  std::string on_measurements;
+  if (check.broken) {
+    on_measurements = absl::StrCat("the knee model does not hold (", *check.broken,
+                                   "): the best mean throughput");
+  } else if (check.doubted && knee::FarAboveGuess(space, r)) {
+    on_measurements =
+        "the knee lies far above the guess and a check point reads as high as the knee, "
+        "unsettled: the best mean throughput";
   }
-  if (auto broken = check.broken) {
-    auto best = BestMeasured(
-        space, finished, knee::Read(space, finished, /*use_counter=*/false),
-        absl::StrCat("the knee model does not hold (", *broken, "): the best mean throughput"));
+  if (!on_measurements.empty()) {
+    auto best = BestMeasured(space, finished, knee::Read(space, finished, /*use_counter=*/false),
+                             std::move(on_measurements));
     if (best) return best;
-    return SearchStrategy::Best(space, finished);
+    if (check.broken) return SearchStrategy::Best(space, finished);
   }
   const std::optional<knee::CostModel> model = knee::FitCost(finished, r);
   if (!r.signal || (model && model->g <= 0)) {
