@@ -172,30 +172,60 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       // Never below the best (a best above the range's top, from a resumed
       // campaign whose range shrank): the widths below are counts.
       const int64_t hi_n = std::max(at, right.value_or(std::min(hi + 1, cap)));
+      const double noise = DecisionNoise(space, finished);
+      const PointOutcome& b = *usable[m].second;
+      auto level = [&](std::optional<int64_t> n) {
+        return !MeasuresUnder(noise, finished.at(*n), b, 1.0);
+      };
+      // Once the bracket is narrow, a side whose every point reads level
+      // with the best has not shown that the top ends there: one step out
+      // past its far end before the bracket is taken as the peak's.
+      auto past_level_side = [&]() -> std::optional<int64_t> {
+        bool left_level = left.has_value(), right_level = right.has_value();
+        for (size_t i = 0; i < usable.size(); ++i) {
+          if (i == m) continue;
+          const bool lv = !MeasuresUnder(noise, *usable[i].second, b, 1.0);
+          (i < m ? left_level : right_level) &= lv;
+        }
+        const int64_t step = std::max<int64_t>(res, std::llround(spread));
+        if (left_level && usable.front().first - step >= space.lo &&
+            finished.count(usable.front().first - step) == 0) {
+          return usable.front().first - step;
+        }
+        if (right_level && usable.back().first + step <= hi &&
+            finished.count(usable.back().first + step) == 0) {
+          return usable.back().first + step;
+        }
+        return std::nullopt;
+      };
       if (hi_n - lo_n <= 2 * res) {
+        if (auto p = past_level_side()) return {*p};
         *why_done = absl::StrCat("throughput peaks at ", at, " between ", lo_n, " and ", hi_n);
         return {};
       }
       // A narrow bracket whose two neighbours lie within one standard
       // error of the best: the top is level at the noise's scale, and a
       // point between them gains nothing a run could show.
-      const double noise = DecisionNoise(space, finished);
-      const PointOutcome& b = *usable[m].second;
-      auto level = [&](std::optional<int64_t> n) {
-        return !MeasuresUnder(noise, finished.at(*n), b, 1.0);
-      };
       if (left && right &&
           static_cast<double>(hi_n - lo_n) <= kLevelBracket * static_cast<double>(at) &&
           level(left) && level(right)) {
+        if (auto p = past_level_side()) return {*p};
         *why_done = absl::StrCat("throughput is level around ", at, " from ", lo_n, " to ", hi_n);
         return {};
       }
-      // k points over the two sides of the best, by their widths; one
-      // point goes to the wider side.
+      // k points over the two sides of the best, by their widths. One point
+      // goes to the side of the higher neighbour, where a peak between two
+      // lower points more likely lies (to the wider side when a side is
+      // already as narrow as the resolution).
       const auto wl = static_cast<double>(at - lo_n);
       const auto wr = static_cast<double>(hi_n - at);
       auto n_left = static_cast<size_t>(std::llround(static_cast<double>(k) * wl / (wl + wr)));
-      if (k == 1) n_left = wl > wr ? 1 : 0;
+      if (k == 1) {
+        const bool both_open =
+            left && right && wl > static_cast<double>(res) && wr > static_cast<double>(res);
+        n_left =
+            both_open ? (finished.at(*left).objective > finished.at(*right).objective) : (wl > wr);
+      }
       // A neighbour beyond kBreakZ under the best while the other is not is
       // a cliff: throughput rises until something runs out and then drops,
       // so the peak lies at the cliff's edge. One run goes there first.

@@ -35,8 +35,9 @@ constexpr double kLevelBracket = 0.2;
 // Throughput alone: the peak lies between the neighbours of the best mean
 // (unimodality). Without a guess, a coarse scan of the range first. Step
 // out from the best while it has no neighbour on a side, doubling; then
-// split the wider side until both neighbours lie within the resolution, or
-// the bracket is narrow and level with the best (kLevelBracket).
+// split the sides (one node: the higher neighbour's) until both neighbours
+// lie within the resolution, or the bracket is narrow and level with the
+// best (kLevelBracket), and no side reads level with the best throughout.
 std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finished,
                                 const Reading& r, size_t k, std::string* why_done);
 

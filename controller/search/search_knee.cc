@@ -503,6 +503,9 @@ int64_t SmoothedTop(const std::vector<std::pair<int64_t, const PointOutcome*>>& 
     }
     c[k] = det3(q) / d;
   }
+  // A fit that is not concave has no top: it ranks an end of the window
+  // first, and the ends are the points the neighbours least support.
+  if (c[2] >= 0) return usable[m].first;
   size_t top = m;
   double top_fit = -std::numeric_limits<double>::infinity();
   for (size_t i = from; i < to; ++i) {

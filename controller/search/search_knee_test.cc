@@ -745,6 +745,35 @@ TEST(KneeModelCheck, ASettledFallStaysAFallWhenAThirdPointReadsHigher) {
   EXPECT_THAT(*with_third.broken, HasSubstr("at 560, 5.0% under 1000 at 500"));
 }
 
+// On throughput alone the answer is smoothed by a quadratic over the best
+// mean's level neighbours; a fit that is not concave has no top, and would
+// rank an end of its window first. The best mean answers instead (the
+// zoo's trtllm-llama33-70b-4xh100, where the fit took 1024 for a peak at 512).
+TEST(KneeSearch, AConvexSmoothingFitLeavesTheBestMean) {
+  const SearchSpace space = Space(64, 2048, 64, 0);
+  Outcomes o;
+  for (auto [b, v] : std::vector<std::pair<int64_t, double>>{{64, 2005},
+                                                             {128, 2048},
+                                                             {256, 2118},
+                                                             {576, 2406},
+                                                             {608, 2329},
+                                                             {768, 2338},
+                                                             {1024, 2427},
+                                                             {2048, 2019}}) {
+    o[b] = Measured(v, std::nullopt);
+  }
+  o[512] = Measured(2423.5, std::nullopt);
+  o[512].samples = {2458, 2389};
+  o[512].runs = 2;
+  o[640] = Measured(2428.5, std::nullopt);
+  o[640].samples = {2479, 2378};
+  o[640].runs = 2;
+  auto best = KneeSearch().Best(space, o);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->basis, "measured");
+  EXPECT_EQ(best->point, 640);
+}
+
 // A curve still rising at the range's top: two points at the top the noise
 // cannot rank, above a clearly lower one. The larger is the answer, whichever
 // mean the noise put first.
@@ -772,22 +801,53 @@ TEST(KneeSearch, LevelPointsAtTheTopOfARiseTakeTheLargest) {
   EXPECT_EQ(lower->point, 62);
 }
 
+std::vector<int64_t> OnePeakProbe(const Outcomes& o, std::string* why = nullptr) {
+  std::string ignored;
+  return knee::PeakProbes(Reference(), o, knee::Read(Reference(), o), 1, why ? why : &ignored);
+}
+
 // One node on throughput alone: a neighbour far under the best (a cliff:
 // something ran out) sends the next run toward the cliff's edge, although
-// the other side of the bracket is wider; a gentle slope on both sides
-// splits the wider side.
+// the other side of the bracket is wider.
 TEST(KneeProbes, OneRunGoesTowardACliffFirst) {
-  auto probe = [](const Outcomes& o) {
-    std::string why;
-    return knee::PeakProbes(Reference(), o, knee::Read(Reference(), o), 1, &why);
-  };
   Outcomes o;
   o[400] = Measured(950, std::nullopt);
   o[600] = Measured(1000, std::nullopt);
   o[700] = Measured(600, std::nullopt);
-  EXPECT_THAT(probe(o), ElementsAre(650));
+  EXPECT_THAT(OnePeakProbe(o), ElementsAre(650));
+}
+
+// A gentle slope on both sides: the run goes to the side of the higher
+// neighbour, where the peak more likely lies, whichever side is wider.
+TEST(KneeProbes, OneRunGoesTowardTheHigherNeighbour) {
+  Outcomes o;
+  o[400] = Measured(950, std::nullopt);
+  o[600] = Measured(1000, std::nullopt);
   o[700] = Measured(970, std::nullopt);
-  EXPECT_THAT(probe(o), ElementsAre(500));
+  EXPECT_THAT(OnePeakProbe(o), ElementsAre(650));
+  o[400] = Measured(980, std::nullopt);
+  EXPECT_THAT(OnePeakProbe(o), ElementsAre(500));
+}
+
+// A narrow bracket around the best is the peak's only if its sides fall:
+// when every point on one side reads level with the best (the noise cannot
+// tell them apart), the top may go on past them, and one run steps past
+// that side's far end first (the zoo's dip-partial-recovery, where a lucky
+// run put the best 4% under the peak).
+TEST(KneeProbes, ANarrowBracketStepsPastASideThatStaysLevel) {
+  Outcomes o;
+  o[550] = Measured(1853, std::nullopt);
+  o[562] = Measured(1839, std::nullopt);
+  o[573] = Measured(1861, std::nullopt);
+  o[585] = Measured(1840, std::nullopt);
+  o[596] = Measured(1700, std::nullopt);
+  // 573 x kSpread = 23 below the left side's far end.
+  EXPECT_THAT(OnePeakProbe(o), ElementsAre(527));
+  // Both sides fall: the bracket stands.
+  o[550] = Measured(1700, std::nullopt);
+  std::string why;
+  EXPECT_THAT(OnePeakProbe(o, &why), testing::IsEmpty());
+  EXPECT_THAT(why, HasSubstr("throughput peaks at 573 between 562 and 585"));
 }
 
 // A check point below the knee that the points near the knee do not clearly
