@@ -123,6 +123,27 @@ std::vector<double> FirstPeakPoints(const SearchSpace& space, const Outcomes& fi
   return raw;
 }
 
+// Once a bracket is narrow, a side whose every point reads level with the
+// best (within one standard error) has not shown that the top ends there:
+// the point `step` past that side's far end, if there is one to measure.
+std::optional<int64_t> PastALevelSide(
+    const SearchSpace& space, const Outcomes& finished,
+    const std::vector<std::pair<int64_t, const PointOutcome*>>& usable, size_t m, double noise,
+    int64_t step, int64_t hi) {
+  bool left_level = m > 0;
+  bool right_level = m + 1 < usable.size();
+  for (size_t i = 0; i < usable.size(); ++i) {
+    if (i == m) continue;
+    const bool level = !MeasuresUnder(noise, *usable[i].second, *usable[m].second, 1.0);
+    (i < m ? left_level : right_level) &= level;
+  }
+  const int64_t below = usable.front().first - step;
+  if (left_level && below >= space.lo && finished.count(below) == 0) return below;
+  const int64_t above = usable.back().first + step;
+  if (right_level && above <= hi && finished.count(above) == 0) return above;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finished,
@@ -177,29 +198,9 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       auto level = [&](std::optional<int64_t> n) {
         return !MeasuresUnder(noise, finished.at(*n), b, 1.0);
       };
-      // Once the bracket is narrow, a side whose every point reads level
-      // with the best has not shown that the top ends there: one step out
-      // past its far end before the bracket is taken as the peak's.
-      auto past_level_side = [&]() -> std::optional<int64_t> {
-        bool left_level = left.has_value(), right_level = right.has_value();
-        for (size_t i = 0; i < usable.size(); ++i) {
-          if (i == m) continue;
-          const bool lv = !MeasuresUnder(noise, *usable[i].second, b, 1.0);
-          (i < m ? left_level : right_level) &= lv;
-        }
-        const int64_t step = std::max<int64_t>(res, std::llround(spread));
-        if (left_level && usable.front().first - step >= space.lo &&
-            finished.count(usable.front().first - step) == 0) {
-          return usable.front().first - step;
-        }
-        if (right_level && usable.back().first + step <= hi &&
-            finished.count(usable.back().first + step) == 0) {
-          return usable.back().first + step;
-        }
-        return std::nullopt;
-      };
+      const int64_t step_out = std::max<int64_t>(res, std::llround(spread));
       if (hi_n - lo_n <= 2 * res) {
-        if (auto p = past_level_side()) return {*p};
+        if (auto p = PastALevelSide(space, finished, usable, m, noise, step_out, hi)) return {*p};
         *why_done = absl::StrCat("throughput peaks at ", at, " between ", lo_n, " and ", hi_n);
         return {};
       }
@@ -209,7 +210,7 @@ std::vector<int64_t> PeakProbes(const SearchSpace& space, const Outcomes& finish
       if (left && right &&
           static_cast<double>(hi_n - lo_n) <= kLevelBracket * static_cast<double>(at) &&
           level(left) && level(right)) {
-        if (auto p = past_level_side()) return {*p};
+        if (auto p = PastALevelSide(space, finished, usable, m, noise, step_out, hi)) return {*p};
         *why_done = absl::StrCat("throughput is level around ", at, " from ", lo_n, " to ", hi_n);
         return {};
       }

@@ -745,29 +745,39 @@ TEST(KneeModelCheck, ASettledFallStaysAFallWhenAThirdPointReadsHigher) {
   EXPECT_THAT(*with_third.broken, HasSubstr("at 560, 5.0% under 1000 at 500"));
 }
 
+// Points measured once each, without a preemption counter.
+Outcomes Unsignalled(const std::vector<std::pair<int64_t, double>>& points) {
+  Outcomes o;
+  for (const auto& [b, v] : points) o[b] = Measured(v, std::nullopt);
+  return o;
+}
+
+// One point measured once per sample, without a counter: its mean, its runs.
+PointOutcome Repeated(const std::vector<double>& samples) {
+  double sum = 0;
+  for (double v : samples) sum += v;
+  PointOutcome o = Measured(sum / static_cast<double>(samples.size()), std::nullopt);
+  o.samples = samples;
+  o.runs = samples.size();
+  return o;
+}
+
 // On throughput alone the answer is smoothed by a quadratic over the best
 // mean's level neighbours; a fit that is not concave has no top, and would
 // rank an end of its window first. The best mean answers instead (the
 // zoo's trtllm-llama33-70b-4xh100, where the fit took 1024 for a peak at 512).
 TEST(KneeSearch, AConvexSmoothingFitLeavesTheBestMean) {
   const SearchSpace space = Space(64, 2048, 64, 0);
-  Outcomes o;
-  for (auto [b, v] : std::vector<std::pair<int64_t, double>>{{64, 2005},
-                                                             {128, 2048},
-                                                             {256, 2118},
-                                                             {576, 2406},
-                                                             {608, 2329},
-                                                             {768, 2338},
-                                                             {1024, 2427},
-                                                             {2048, 2019}}) {
-    o[b] = Measured(v, std::nullopt);
-  }
-  o[512] = Measured(2423.5, std::nullopt);
-  o[512].samples = {2458, 2389};
-  o[512].runs = 2;
-  o[640] = Measured(2428.5, std::nullopt);
-  o[640].samples = {2479, 2378};
-  o[640].runs = 2;
+  Outcomes o = Unsignalled({{64, 2005},
+                            {128, 2048},
+                            {256, 2118},
+                            {576, 2406},
+                            {608, 2329},
+                            {768, 2338},
+                            {1024, 2427},
+                            {2048, 2019}});
+  o[512] = Repeated({2458, 2389});
+  o[640] = Repeated({2479, 2378});
   auto best = KneeSearch().Best(space, o);
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(best->basis, "measured");
@@ -779,17 +789,9 @@ TEST(KneeSearch, AConvexSmoothingFitLeavesTheBestMean) {
 // mean the noise put first.
 TEST(KneeSearch, LevelPointsAtTheTopOfARiseTakeTheLargest) {
   const SearchSpace space = Space(1, 64, 1, 0);
-  Outcomes o;
-  for (auto [b, v] :
-       std::vector<std::pair<int64_t, double>>{{28, 2005}, {46, 3126}, {55, 3481}, {60, 3891}}) {
-    o[b] = Measured(v, std::nullopt);
-  }
-  o[62] = Measured(4182, std::nullopt);
-  o[62].samples = {4229, 4135};
-  o[62].runs = 2;
-  o[64] = Measured(4170, std::nullopt);
-  o[64].samples = {4170, 4170};
-  o[64].runs = 2;
+  Outcomes o = Unsignalled({{28, 2005}, {46, 3126}, {55, 3481}, {60, 3891}});
+  o[62] = Repeated({4229, 4135});
+  o[64] = Repeated({4170, 4170});
   KneeSearch search;
   auto best = search.Best(space, o);
   ASSERT_TRUE(best.has_value());
@@ -810,23 +812,14 @@ std::vector<int64_t> OnePeakProbe(const Outcomes& o, std::string* why = nullptr)
 // something ran out) sends the next run toward the cliff's edge, although
 // the other side of the bracket is wider.
 TEST(KneeProbes, OneRunGoesTowardACliffFirst) {
-  Outcomes o;
-  o[400] = Measured(950, std::nullopt);
-  o[600] = Measured(1000, std::nullopt);
-  o[700] = Measured(600, std::nullopt);
-  EXPECT_THAT(OnePeakProbe(o), ElementsAre(650));
+  EXPECT_THAT(OnePeakProbe(Unsignalled({{400, 950}, {600, 1000}, {700, 600}})), ElementsAre(650));
 }
 
 // A gentle slope on both sides: the run goes to the side of the higher
 // neighbour, where the peak more likely lies, whichever side is wider.
 TEST(KneeProbes, OneRunGoesTowardTheHigherNeighbour) {
-  Outcomes o;
-  o[400] = Measured(950, std::nullopt);
-  o[600] = Measured(1000, std::nullopt);
-  o[700] = Measured(970, std::nullopt);
-  EXPECT_THAT(OnePeakProbe(o), ElementsAre(650));
-  o[400] = Measured(980, std::nullopt);
-  EXPECT_THAT(OnePeakProbe(o), ElementsAre(500));
+  EXPECT_THAT(OnePeakProbe(Unsignalled({{400, 950}, {600, 1000}, {700, 970}})), ElementsAre(650));
+  EXPECT_THAT(OnePeakProbe(Unsignalled({{400, 980}, {600, 1000}, {700, 970}})), ElementsAre(500));
 }
 
 // A narrow bracket around the best is the peak's only if its sides fall:
@@ -835,12 +828,7 @@ TEST(KneeProbes, OneRunGoesTowardTheHigherNeighbour) {
 // that side's far end first (the zoo's dip-partial-recovery, where a lucky
 // run put the best 4% under the peak).
 TEST(KneeProbes, ANarrowBracketStepsPastASideThatStaysLevel) {
-  Outcomes o;
-  o[550] = Measured(1853, std::nullopt);
-  o[562] = Measured(1839, std::nullopt);
-  o[573] = Measured(1861, std::nullopt);
-  o[585] = Measured(1840, std::nullopt);
-  o[596] = Measured(1700, std::nullopt);
+  Outcomes o = Unsignalled({{550, 1853}, {562, 1839}, {573, 1861}, {585, 1840}, {596, 1700}});
   // 573 x kSpread = 23 below the left side's far end.
   EXPECT_THAT(OnePeakProbe(o), ElementsAre(527));
   // Both sides fall: the bracket stands.
