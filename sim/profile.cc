@@ -71,6 +71,34 @@ double Unit(uint64_t& state) {  // in (0, 1)
 
 }  // namespace
 
+StepCounts& StepCounts::operator+=(const StepCounts& o) {
+  decode_steps += o.decode_steps;
+  decode_seqs += o.decode_seqs;
+  decode_context_tokens += o.decode_context_tokens;
+  prefill_steps += o.prefill_steps;
+  prefill_seqs += o.prefill_seqs;
+  prefill_tokens += o.prefill_tokens;
+  preempted_seqs += o.preempted_seqs;
+  return *this;
+}
+
+StepCounts& StepCounts::operator-=(const StepCounts& o) {
+  StepCounts minus = o;
+  minus *= -1;
+  return *this += minus;
+}
+
+StepCounts& StepCounts::operator*=(double f) {
+  decode_steps *= f;
+  decode_seqs *= f;
+  decode_context_tokens *= f;
+  prefill_steps *= f;
+  prefill_seqs *= f;
+  prefill_tokens *= f;
+  preempted_seqs *= f;
+  return *this;
+}
+
 StepTimeModel Profile::TimingAt(int world_size) const {
   double f = std::pow(static_cast<double>(reference_world_size) / world_size, tp_scaling_exponent);
   StepTimeModel t = timing;

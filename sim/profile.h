@@ -13,6 +13,24 @@
 
 namespace crest::sim {
 
+// What engine iterations did, in the units of StepTimeModel's coefficients
+// (one field per coefficient). Their time is the dot product
+// (StepTimeModel::Ms), so the time of any set of steps is linear in the
+// coefficients: what lets a profile be fitted to measured runs.
+struct StepCounts {
+  double decode_steps = 0;
+  double decode_seqs = 0;            // running sequences, summed over decode steps
+  double decode_context_tokens = 0;  // live context tokens, summed over decode steps
+  double prefill_steps = 0;
+  double prefill_seqs = 0;
+  double prefill_tokens = 0;  // prompt (or recomputed) tokens
+  double preempted_seqs = 0;
+
+  StepCounts& operator+=(const StepCounts& o);
+  StepCounts& operator-=(const StepCounts& o);
+  StepCounts& operator*=(double f);
+};
+
 // Step time in milliseconds of one engine iteration, at the profile's
 // reference tensor-parallel degree (see Profile::TimingAt for other degrees).
 struct StepTimeModel {
@@ -26,14 +44,12 @@ struct StepTimeModel {
   // it, rebuilding its state for the recompute), paid in the step that preempts.
   double preempt_overhead_ms = 0;
 
-  double DecodeMs(int64_t batch, int64_t context_tokens) const {
-    return decode_base_ms + decode_per_seq_ms * static_cast<double>(batch) +
-           decode_per_context_token_ms * static_cast<double>(context_tokens);
-  }
-  double PreemptMs(int64_t seqs) const { return preempt_overhead_ms * static_cast<double>(seqs); }
-  double PrefillMs(int64_t seqs, int64_t tokens) const {
-    return prefill_base_ms + prefill_per_seq_ms * static_cast<double>(seqs) +
-           prefill_per_token_ms * static_cast<double>(tokens);
+  // The time of the steps `c` counts.
+  double Ms(const StepCounts& c) const {
+    return decode_base_ms * c.decode_steps + decode_per_seq_ms * c.decode_seqs +
+           decode_per_context_token_ms * c.decode_context_tokens +
+           prefill_base_ms * c.prefill_steps + prefill_per_seq_ms * c.prefill_seqs +
+           prefill_per_token_ms * c.prefill_tokens + preempt_overhead_ms * c.preempted_seqs;
   }
 };
 

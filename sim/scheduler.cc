@@ -100,7 +100,10 @@ StepResult Scheduler::Prefill() {
     waiting_.pop_front();
   }
   r.batch_size = seqs;
-  r.duration_ms = timing_.PrefillMs(seqs, tokens);
+  r.counts.prefill_steps = 1;
+  r.counts.prefill_seqs = seqs;
+  r.counts.prefill_tokens = static_cast<double>(tokens);
+  r.duration_ms = timing_.Ms(r.counts);
   stats_.prefill_steps += 1;
   stats_.generated_tokens += seqs;
   return r;
@@ -135,8 +138,13 @@ StepResult Scheduler::Decode() {
     if (finished) used_blocks_ -= s.blocks;
   }
   r.batch_size = running();
-  r.duration_ms = (running_.empty() ? 0 : timing_.DecodeMs(running(), context)) +
-                  timing_.PreemptMs(static_cast<int64_t>(r.preempted.size()));
+  if (!running_.empty()) {
+    r.counts.decode_steps = 1;
+    r.counts.decode_seqs = running();
+    r.counts.decode_context_tokens = static_cast<double>(context);
+  }
+  r.counts.preempted_seqs = static_cast<double>(r.preempted.size());
+  r.duration_ms = timing_.Ms(r.counts);
   std::erase_if(running_, [](const Seq& s) { return s.generated >= s.spec.output_tokens; });
   stats_.decode_steps += 1;
   stats_.generated_tokens += r.batch_size;

@@ -41,7 +41,8 @@ struct TokenEvent {
 
 struct StepResult {
   StepKind kind = StepKind::kNone;
-  double duration_ms = 0;
+  StepCounts counts;       // what the step did
+  double duration_ms = 0;  // their time: StepTimeModel::Ms(counts)
   int batch_size = 0;
   std::vector<TokenEvent> tokens;
   std::vector<uint64_t> preempted;

@@ -26,8 +26,20 @@ WorkloadResult SimulateWorkload(const SchedulerConfig& config, const StepTimeMod
   Scheduler scheduler(config, timing);
   NoiseProcess noise(noise_cv, seed);
   WorkloadResult result;
+  // Time and step counts so far, when each request was sent and when its
+  // first token came.
+  struct Mark {
+    double ms = 0;
+    StepCounts counts;
+  };
+  Mark now;
+  std::vector<Mark> sent(requests.size()), first(requests.size());
+  size_t firsts = 0;
+  double decode_gaps = 0;
+  double first_token_ms = 0, decode_ms = 0;
   size_t next = 0;
   auto send = [&] {
+    sent[next] = now;
     const WorkloadRequest& r = requests[next];
     result.prompt_tokens += r.prompt_tokens;
     // Requests that can never fit are skipped, as the server rejects them.
@@ -35,17 +47,42 @@ WorkloadResult SimulateWorkload(const SchedulerConfig& config, const StepTimeMod
     ++next;
   };
   while (next < requests.size() && static_cast<int>(next) < concurrency) send();
-  double now_ms = 0;
   double running_ms = 0;
   while (scheduler.HasWork()) {
     StepResult step = scheduler.Step();
     if (step.kind == StepKind::kNone) break;
-    double ms = step.duration_ms * noise.Factor(now_ms / 1000.0);
-    now_ms += ms;
+    double ms = step.duration_ms * noise.Factor(now.ms / 1000.0);
+    now.ms += ms;
+    now.counts += step.counts;
     if (step.kind == StepKind::kDecode) running_ms += ms * step.batch_size;
     for (const TokenEvent& t : step.tokens) {
+      if (t.generated == 1) {
+        first[t.id] = now;
+        first_token_ms += now.ms - sent[t.id].ms;
+        StepCounts waited = now.counts;
+        waited -= sent[t.id].counts;
+        result.first_token_counts += waited;
+        ++firsts;
+      }
+      if (t.finished && t.generated > 1) {
+        decode_ms += now.ms - first[t.id].ms;
+        StepCounts decoding = now.counts;
+        decoding -= first[t.id].counts;
+        result.decode_counts += decoding;
+        decode_gaps += t.generated - 1;
+      }
       if (t.finished && next < requests.size()) send();
     }
+  }
+  const double now_ms = now.ms;
+  result.counts = now.counts;
+  if (firsts > 0) {
+    result.mean_first_token_ms = first_token_ms / static_cast<double>(firsts);
+    result.first_token_counts *= 1 / static_cast<double>(firsts);
+  }
+  if (decode_gaps > 0) {
+    result.mean_decode_ms = decode_ms / decode_gaps;
+    result.decode_counts *= 1 / decode_gaps;
   }
   result.stats = scheduler.stats();
   result.generated_tokens = result.stats.generated_tokens;

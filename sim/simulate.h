@@ -42,6 +42,17 @@ struct WorkloadResult {
   double generate_speed_per_client = 0;  // generate_speed / concurrency
   SchedulerStats stats;
   double mean_running = 0;  // time-weighted decode batch size
+  // Per request: from its sending to its first token (mean over requests);
+  // between two of its later tokens (pooled over every such gap).
+  double mean_first_token_ms = 0;
+  double mean_decode_ms = 0;
+  // What the steps did (StepCounts), for the whole run and for the two means
+  // above. The schedule does not depend on the step times, so
+  // StepTimeModel::Ms of these is the run's time and the two means, without
+  // noise, for any coefficients.
+  StepCounts counts;
+  StepCounts first_token_counts;
+  StepCounts decode_counts;
 };
 
 // Sends `requests` in order, keeping `concurrency` of them in flight (a new

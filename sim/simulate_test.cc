@@ -102,6 +102,40 @@ TEST(SimulateTest, SelectBatchBatchesPrefills) {
   EXPECT_GT(on.generate_speed, off.generate_speed);
 }
 
+// The run's time, the mean first-token time and the mean decode time are
+// the step counts' time (StepTimeModel::Ms) under any coefficients: the
+// schedule does not depend on the step times, select-batch included (it
+// decides from config.json's per-request times). A profile fitted to
+// measured runs rests on this.
+TEST(SimulateTest, TimesAreLinearInTheStepCoefficients) {
+  Gsm8k g = LoadGsm8k(512);
+  KvCacheLayout kv = ComputeKvCache(g.profile, 1, 17, 128).value();
+  SchedulerConfig c;
+  c.max_batch_size = 700;  // past the knee: preemptions counted too
+  c.max_prefill_batch_size = 350;
+  c.num_blocks = kv.usable_blocks;
+  c.support_select_batch = true;
+  StepTimeModel other = g.profile.TimingAt(1);
+  other.decode_base_ms *= 3;
+  other.decode_per_context_token_ms *= 0.2;
+  other.prefill_per_token_ms *= 5;
+  other.preempt_overhead_ms = 0;
+  for (const StepTimeModel& t : {g.profile.TimingAt(1), other}) {
+    WorkloadResult r = SimulateWorkload(c, t, g.requests, 1000, 0, 1);
+    ASSERT_GT(r.counts.preempted_seqs, 0);
+    EXPECT_DOUBLE_EQ(r.counts.decode_steps, static_cast<double>(r.stats.decode_steps));
+    EXPECT_NEAR(t.Ms(r.counts), r.elapsed_seconds * 1000, 1e-9 * r.elapsed_seconds * 1000);
+    EXPECT_NEAR(t.Ms(r.first_token_counts), r.mean_first_token_ms, 1e-9 * r.mean_first_token_ms);
+    EXPECT_NEAR(t.Ms(r.decode_counts), r.mean_decode_ms, 1e-9 * r.mean_decode_ms);
+    EXPECT_GT(r.mean_first_token_ms, r.mean_decode_ms);
+  }
+  WorkloadResult a = SimulateWorkload(c, g.profile.TimingAt(1), g.requests, 1000, 0, 1);
+  WorkloadResult b = SimulateWorkload(c, other, g.requests, 1000, 0, 1);
+  EXPECT_EQ(a.counts.decode_context_tokens, b.counts.decode_context_tokens);
+  EXPECT_EQ(a.first_token_counts.prefill_tokens, b.first_token_counts.prefill_tokens);
+  EXPECT_NE(a.elapsed_seconds, b.elapsed_seconds);
+}
+
 TEST(ProfileTest, ShippedProfilesParseAndAreFoundByModelName) {
   for (const char* model : {"LLaMa3-8B", "llama2-13b", "LLaMa3-70B"}) {
     absl::StatusOr<Profile> p = FindProfile(testing::ProfileDir(), "", model);
