@@ -99,6 +99,28 @@ StepCounts& StepCounts::operator*=(double f) {
   return *this;
 }
 
+std::array<double, kStepCoefficients> StepCounts::AsArray() const {
+  return {decode_steps, decode_seqs,    decode_context_tokens, prefill_steps,
+          prefill_seqs, prefill_tokens, preempted_seqs};
+}
+
+std::array<double, kStepCoefficients> StepTimeModel::AsArray() const {
+  return {decode_base_ms,     decode_per_seq_ms,    decode_per_context_token_ms, prefill_base_ms,
+          prefill_per_seq_ms, prefill_per_token_ms, preempt_overhead_ms};
+}
+
+StepTimeModel StepTimeModel::FromArray(const std::array<double, kStepCoefficients>& a) {
+  StepTimeModel t;
+  t.decode_base_ms = a[0];
+  t.decode_per_seq_ms = a[1];
+  t.decode_per_context_token_ms = a[2];
+  t.prefill_base_ms = a[3];
+  t.prefill_per_seq_ms = a[4];
+  t.prefill_per_token_ms = a[5];
+  t.preempt_overhead_ms = a[6];
+  return t;
+}
+
 StepTimeModel Profile::TimingAt(int world_size) const {
   double f = std::pow(static_cast<double>(reference_world_size) / world_size, tp_scaling_exponent);
   StepTimeModel t = timing;

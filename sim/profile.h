@@ -4,6 +4,8 @@
 // workload, run-to-run noise). Loaded from the JSON files in sim/profiles/.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -12,6 +14,9 @@
 #include "absl/status/statusor.h"
 
 namespace crest::sim {
+
+// The step-time coefficients: StepTimeModel's fields, StepCounts' fields.
+constexpr size_t kStepCoefficients = 7;
 
 // What engine iterations did, in the units of StepTimeModel's coefficients
 // (one field per coefficient). Their time is the dot product
@@ -26,6 +31,7 @@ struct StepCounts {
   double prefill_tokens = 0;  // prompt (or recomputed) tokens
   double preempted_seqs = 0;
 
+  std::array<double, kStepCoefficients> AsArray() const;  // in field order
   StepCounts& operator+=(const StepCounts& o);
   StepCounts& operator-=(const StepCounts& o);
   StepCounts& operator*=(double f);
@@ -43,6 +49,10 @@ struct StepTimeModel {
   // Host-side cost of preempting one sequence (freeing its blocks, re-queueing
   // it, rebuilding its state for the recompute), paid in the step that preempts.
   double preempt_overhead_ms = 0;
+
+  // The coefficients in StepCounts' order, and back.
+  std::array<double, kStepCoefficients> AsArray() const;
+  static StepTimeModel FromArray(const std::array<double, kStepCoefficients>& a);
 
   // The time of the steps `c` counts.
   double Ms(const StepCounts& c) const {

@@ -3,9 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "common/testing/status_matchers.h"
 #include "sim/kv_cache.h"
 #include "sim/profile.h"
@@ -17,30 +14,8 @@ namespace {
 using ::crest::testing::IsOk;
 using ::testing::HasSubstr;
 
-struct Gsm8k {
-  Profile profile;
-  std::vector<WorkloadRequest> requests;
-  double avg_in = 0;
-  double avg_out = 0;
-};
-
-Gsm8k LoadGsm8k(int max_output) {
-  Gsm8k g;
-  g.profile = LoadProfileFile(testing::ProfileDir() + "/llama3-8b-910b.json").value();
-  const OutputLengthDistribution& dist = g.profile.workloads.at("gsm8k");
-  std::ifstream in(crest::sim::testing::SourceDir() + "/data/gsm8k/test.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    std::string q = nlohmann::json::parse(line)["question"].get<std::string>();
-    int p = CountPromptTokens(q, g.profile.prompt_template_tokens);
-    int o = std::min(NaturalOutputLength(dist, q), max_output);
-    g.requests.push_back({p, o});
-    g.avg_in += p;
-    g.avg_out += o;
-  }
-  g.avg_in /= static_cast<double>(g.requests.size());
-  g.avg_out /= static_cast<double>(g.requests.size());
-  return g;
-}
+using ::crest::sim::testing::Gsm8k;
+using ::crest::sim::testing::LoadGsm8k;
 
 WorkloadResult RunGsm8k(const Gsm8k& g, int max_batch, double cv = 0, uint64_t seed = 1) {
   KvCacheLayout kv = ComputeKvCache(g.profile, 1, 17, 128).value();

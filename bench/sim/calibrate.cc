@@ -1,6 +1,8 @@
 // sim-calibrate: prints the virtual-time GSM8K benchmark table (MindIE's
 // benchmark, Concurrency 1000, MaxOutputLen 512) for a profile over a range
 // of maxBatchSize values, next to the MindIE best-practice reference.
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,14 +47,9 @@ int main(int argc, char** argv) {
   auto profile = crest::sim::FindProfile(*share + "/profiles", profile_name, "");
   if (!profile.ok()) return crest::FailWithMessage(app, profile.status().ToString());
   if (timing_override.size() == 7) {
-    crest::sim::StepTimeModel& t = profile->timing;
-    t.decode_base_ms = timing_override[0];
-    t.decode_per_seq_ms = timing_override[1];
-    t.decode_per_context_token_ms = timing_override[2];
-    t.prefill_base_ms = timing_override[3];
-    t.prefill_per_seq_ms = timing_override[4];
-    t.prefill_per_token_ms = timing_override[5];
-    t.preempt_overhead_ms = timing_override[6];
+    std::array<double, crest::sim::kStepCoefficients> a{};
+    std::copy(timing_override.begin(), timing_override.end(), a.begin());
+    profile->timing = crest::sim::StepTimeModel::FromArray(a);
   }
   const auto& dist = profile->workloads.at(profile->default_workload);
   std::ifstream in(dataset);
