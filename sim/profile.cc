@@ -71,53 +71,54 @@ double Unit(uint64_t& state) {  // in (0, 1)
 
 }  // namespace
 
+namespace {
+
+// The fields in coefficient order, once for each struct.
+constexpr std::array<double StepCounts::*, kStepCoefficients> kCountFields = {
+    &StepCounts::decode_steps,  &StepCounts::decode_seqs,  &StepCounts::decode_context_tokens,
+    &StepCounts::prefill_steps, &StepCounts::prefill_seqs, &StepCounts::prefill_tokens,
+    &StepCounts::preempted_seqs};
+constexpr std::array<double StepTimeModel::*, kStepCoefficients> kCoefficientFields = {
+    &StepTimeModel::decode_base_ms,
+    &StepTimeModel::decode_per_seq_ms,
+    &StepTimeModel::decode_per_context_token_ms,
+    &StepTimeModel::prefill_base_ms,
+    &StepTimeModel::prefill_per_seq_ms,
+    &StepTimeModel::prefill_per_token_ms,
+    &StepTimeModel::preempt_overhead_ms};
+
+}  // namespace
+
 StepCounts& StepCounts::operator+=(const StepCounts& o) {
-  decode_steps += o.decode_steps;
-  decode_seqs += o.decode_seqs;
-  decode_context_tokens += o.decode_context_tokens;
-  prefill_steps += o.prefill_steps;
-  prefill_seqs += o.prefill_seqs;
-  prefill_tokens += o.prefill_tokens;
-  preempted_seqs += o.preempted_seqs;
+  for (double StepCounts::*f : kCountFields) this->*f += o.*f;
   return *this;
 }
 
 StepCounts& StepCounts::operator-=(const StepCounts& o) {
-  StepCounts minus = o;
-  minus *= -1;
-  return *this += minus;
+  for (double StepCounts::*f : kCountFields) this->*f -= o.*f;
+  return *this;
 }
 
-StepCounts& StepCounts::operator*=(double f) {
-  decode_steps *= f;
-  decode_seqs *= f;
-  decode_context_tokens *= f;
-  prefill_steps *= f;
-  prefill_seqs *= f;
-  prefill_tokens *= f;
-  preempted_seqs *= f;
+StepCounts& StepCounts::operator*=(double factor) {
+  for (double StepCounts::*f : kCountFields) this->*f *= factor;
   return *this;
 }
 
 std::array<double, kStepCoefficients> StepCounts::AsArray() const {
-  return {decode_steps, decode_seqs,    decode_context_tokens, prefill_steps,
-          prefill_seqs, prefill_tokens, preempted_seqs};
+  std::array<double, kStepCoefficients> a{};
+  for (size_t i = 0; i < kStepCoefficients; ++i) a[i] = this->*kCountFields[i];
+  return a;
 }
 
 std::array<double, kStepCoefficients> StepTimeModel::AsArray() const {
-  return {decode_base_ms,     decode_per_seq_ms,    decode_per_context_token_ms, prefill_base_ms,
-          prefill_per_seq_ms, prefill_per_token_ms, preempt_overhead_ms};
+  std::array<double, kStepCoefficients> a{};
+  for (size_t i = 0; i < kStepCoefficients; ++i) a[i] = this->*kCoefficientFields[i];
+  return a;
 }
 
 StepTimeModel StepTimeModel::FromArray(const std::array<double, kStepCoefficients>& a) {
   StepTimeModel t;
-  t.decode_base_ms = a[0];
-  t.decode_per_seq_ms = a[1];
-  t.decode_per_context_token_ms = a[2];
-  t.prefill_base_ms = a[3];
-  t.prefill_per_seq_ms = a[4];
-  t.prefill_per_token_ms = a[5];
-  t.preempt_overhead_ms = a[6];
+  for (size_t i = 0; i < kStepCoefficients; ++i) t.*kCoefficientFields[i] = a[i];
   return t;
 }
 

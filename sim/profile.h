@@ -34,7 +34,7 @@ struct StepCounts {
   std::array<double, kStepCoefficients> AsArray() const;  // in field order
   StepCounts& operator+=(const StepCounts& o);
   StepCounts& operator-=(const StepCounts& o);
-  StepCounts& operator*=(double f);
+  StepCounts& operator*=(double factor);
 };
 
 // Step time in milliseconds of one engine iteration, at the profile's

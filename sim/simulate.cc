@@ -26,17 +26,23 @@ WorkloadResult SimulateWorkload(const SchedulerConfig& config, const StepTimeMod
   Scheduler scheduler(config, timing);
   NoiseProcess noise(noise_cv, seed);
   WorkloadResult result;
-  // Time and step counts so far, when each request was sent and when its
-  // first token came.
+  // Time and step counts: so far, when each request was sent and when its
+  // first token came; summed over the waits for first tokens and over the
+  // decoding that followed.
   struct Mark {
     double ms = 0;
     StepCounts counts;
+    void AddSpan(const Mark& from, const Mark& to) {
+      ms += to.ms - from.ms;
+      StepCounts span = to.counts;
+      span -= from.counts;
+      counts += span;
+    }
   };
-  Mark now;
+  Mark now, waiting, decoding;
   std::vector<Mark> sent(requests.size()), first(requests.size());
   size_t firsts = 0;
   double decode_gaps = 0;
-  double first_token_ms = 0, decode_ms = 0;
   size_t next = 0;
   auto send = [&] {
     sent[next] = now;
@@ -58,38 +64,33 @@ WorkloadResult SimulateWorkload(const SchedulerConfig& config, const StepTimeMod
     for (const TokenEvent& t : step.tokens) {
       if (t.generated == 1) {
         first[t.id] = now;
-        first_token_ms += now.ms - sent[t.id].ms;
-        StepCounts waited = now.counts;
-        waited -= sent[t.id].counts;
-        result.first_token_counts += waited;
+        waiting.AddSpan(sent[t.id], now);
         ++firsts;
       }
       if (t.finished && t.generated > 1) {
-        decode_ms += now.ms - first[t.id].ms;
-        StepCounts decoding = now.counts;
-        decoding -= first[t.id].counts;
-        result.decode_counts += decoding;
+        decoding.AddSpan(first[t.id], now);
         decode_gaps += t.generated - 1;
       }
       if (t.finished && next < requests.size()) send();
     }
   }
-  const double now_ms = now.ms;
   result.counts = now.counts;
   if (firsts > 0) {
-    result.mean_first_token_ms = first_token_ms / static_cast<double>(firsts);
+    result.mean_first_token_ms = waiting.ms / static_cast<double>(firsts);
+    result.first_token_counts = waiting.counts;
     result.first_token_counts *= 1 / static_cast<double>(firsts);
   }
   if (decode_gaps > 0) {
-    result.mean_decode_ms = decode_ms / decode_gaps;
+    result.mean_decode_ms = decoding.ms / decode_gaps;
+    result.decode_counts = decoding.counts;
     result.decode_counts *= 1 / decode_gaps;
   }
   result.stats = scheduler.stats();
   result.generated_tokens = result.stats.generated_tokens;
-  result.elapsed_seconds = now_ms / 1000.0;
-  if (now_ms > 0) {
+  result.elapsed_seconds = now.ms / 1000.0;
+  if (now.ms > 0) {
     result.generate_speed = static_cast<double>(result.generated_tokens) / result.elapsed_seconds;
-    result.mean_running = running_ms / now_ms;
+    result.mean_running = running_ms / now.ms;
   }
   result.generate_speed_per_client = result.generate_speed / std::max(1, concurrency);
   return result;

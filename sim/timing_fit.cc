@@ -84,7 +84,6 @@ TimingFit Solve(const std::vector<TimingObservation>& observations, const StepTi
       if (fit.status[j] == CoefficientFit::kFitted) {
         free.push_back(j);
       } else {
-        if (fit.status[j] == CoefficientFit::kAtZero) value[j] = 0;
         rhs -= a.col(static_cast<Eigen::Index>(j)) * value[j];
       }
     }
@@ -146,6 +145,7 @@ TimingFit Solve(const std::vector<TimingObservation>& observations, const StepTi
     }
     if (most_negative >= 0) {
       fit.status[free[static_cast<size_t>(most_negative)]] = CoefficientFit::kAtZero;
+      value[free[static_cast<size_t>(most_negative)]] = 0;
       continue;
     }
     for (Eigen::Index k = 0; k < n; ++k) {
@@ -154,10 +154,6 @@ TimingFit Solve(const std::vector<TimingObservation>& observations, const StepTi
       fit.relative_se[j] = x(k) > 0 ? se(k) / x(k) : 0;
     }
     break;
-  }
-  for (size_t j = 0; j < kStepCoefficients; ++j) {
-    if (fit.status[j] == CoefficientFit::kAtZero) value[j] = 0;
-    if (fit.status[j] != CoefficientFit::kFitted) fit.relative_se[j] = 0;
   }
   fit.timing = StepTimeModel::FromArray(value);
   for (const TimingObservation& o : observations) {
