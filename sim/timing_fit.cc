@@ -42,46 +42,67 @@ absl::Status Validate(const std::vector<TimingObservation>& observations) {
   return absl::OkStatus();
 }
 
-// The least squares of relative errors, weighted by runs. The figures of
-// one measured point come from the same runs, whose speed (the run-to-run
-// noise) scales them together: the point's first figure gives a row for the
-// level (counts / measured * sqrt(weight) against sqrt(weight)), each other
-// figure a row for its ratio to the first (the difference of their relative
-// predictions against 0), which that noise leaves alone.
-TimingFit Solve(const std::vector<TimingObservation>& observations, const StepTimeModel& start) {
+// The rows of the least squares of relative errors, weighted by runs. The
+// figures of one measured point come from the same runs, whose speed (the
+// run-to-run noise) scales them together: the point's first figure gives a
+// row for the level (counts / measured * sqrt(weight) against
+// sqrt(weight)), each other figure a row for its ratio to the first (the
+// difference of their relative predictions against 0), which that noise
+// leaves alone.
+struct Rows {
+  Eigen::MatrixXd a;
+  Eigen::VectorXd b;
+};
+
+Rows RowsOf(const std::vector<TimingObservation>& observations) {
   const auto m = static_cast<Eigen::Index>(observations.size());
-  Eigen::MatrixXd a(m, kStepCoefficients);
-  Eigen::VectorXd b(m);
+  Rows rows{Eigen::MatrixXd(m, kStepCoefficients), Eigen::VectorXd(m)};
   std::map<int, Eigen::Index> first_of_point;
   for (Eigen::Index i = 0; i < m; ++i) {
     const TimingObservation& o = observations[static_cast<size_t>(i)];
     const double w = std::sqrt(o.weight);
     const Coefficients c = o.counts.AsArray();
     for (size_t j = 0; j < kStepCoefficients; ++j) {
-      a(i, static_cast<Eigen::Index>(j)) = c[j] / o.measured_ms * w;
+      rows.a(i, static_cast<Eigen::Index>(j)) = c[j] / o.measured_ms * w;
     }
-    b(i) = w;
+    rows.b(i) = w;
     auto [first, inserted] = first_of_point.try_emplace(o.point, i);
     if (!inserted) {
       const double w0 = std::sqrt(observations[static_cast<size_t>(first->second)].weight);
-      a.row(i) -= a.row(first->second) / w0 * w;
-      b(i) = 0;
+      rows.a.row(i) -= rows.a.row(first->second) / w0 * w;
+      rows.b(i) = 0;
     }
   }
+  return rows;
+}
+
+TimingFit Solve(const std::vector<TimingObservation>& observations, const StepTimeModel& start) {
+  const auto m = static_cast<Eigen::Index>(observations.size());
+  const Rows rows = RowsOf(observations);
+  const Eigen::MatrixXd& a = rows.a;
+  const Eigen::VectorXd& b = rows.b;
   TimingFit fit;
   fit.status.fill(CoefficientFit::kFitted);
-  Coefficients value = start.AsArray();
+  const Coefficients start_value = start.AsArray();
+  Coefficients value = start_value;
+  std::array<bool, kStepCoefficients> held{};  // at zero, or at a start of zero
   double largest_norm = 0;
   for (size_t j = 0; j < kStepCoefficients; ++j) {
     largest_norm = std::max(largest_norm, a.col(static_cast<Eigen::Index>(j)).norm());
   }
-  // Each pass either accepts the solution or takes one coefficient out of
-  // the free set, so at most kStepCoefficients + 1 passes.
+  // Each pass either accepts the solution or holds one more coefficient at
+  // zero, so at most kStepCoefficients + 1 passes.
   for (size_t pass = 0; pass <= kStepCoefficients; ++pass) {
     std::vector<size_t> free;
     Eigen::VectorXd rhs = b;
     for (size_t j = 0; j < kStepCoefficients; ++j) {
-      if (fit.status[j] == CoefficientFit::kFitted) {
+      const bool paid = a.col(static_cast<Eigen::Index>(j)).norm() > 1e-12 * largest_norm;
+      if (!paid) {
+        // Nothing the observations did pays this cost: the start's value.
+        fit.status[j] = CoefficientFit::kUndetermined;
+        value[j] = start_value[j];
+      }
+      if (paid && !held[j]) {
         free.push_back(j);
       } else {
         rhs -= a.col(static_cast<Eigen::Index>(j)) * value[j];
@@ -91,67 +112,81 @@ TimingFit Solve(const std::vector<TimingObservation>& observations, const StepTi
     // Columns scaled to unit norm: the coefficients differ by five orders
     // of magnitude (per context token against per step).
     const auto n = static_cast<Eigen::Index>(free.size());
-    Eigen::MatrixXd scaled(m, n);
+    Eigen::MatrixXd scaled = Eigen::MatrixXd::Zero(m + n, n);
+    Eigen::VectorXd target = Eigen::VectorXd::Zero(m + n);
+    target.head(m) = rhs;
     Eigen::VectorXd norms(n);
-    bool dropped = false;
     for (Eigen::Index k = 0; k < n; ++k) {
-      norms(k) = a.col(static_cast<Eigen::Index>(free[static_cast<size_t>(k)])).norm();
-      if (norms(k) <= 1e-12 * largest_norm) {
-        // Nothing the observations did pays this cost.
-        fit.status[free[static_cast<size_t>(k)]] = CoefficientFit::kUndetermined;
-        dropped = true;
-      } else {
-        scaled.col(k) = a.col(static_cast<Eigen::Index>(free[static_cast<size_t>(k)])) / norms(k);
+      const auto j = static_cast<Eigen::Index>(free[static_cast<size_t>(k)]);
+      norms(k) = a.col(j).norm();
+      scaled.col(k).head(m) = a.col(j) / norms(k);
+    }
+    // The observations' own noise: the residual of their least squares
+    // alone. A column they make a combination of the others is undetermined
+    // however small it is (exact observations have none).
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> data_qr(scaled.topRows(m));
+    data_qr.setThreshold(1e-9);
+    const Eigen::VectorXd data_residual = rhs - scaled.topRows(m) * data_qr.solve(rhs);
+    const double variance = data_residual.squaredNorm() /
+                            static_cast<double>(std::max<Eigen::Index>(1, m - data_qr.rank()));
+    std::vector<bool> combination(static_cast<size_t>(n), false);
+    for (Eigen::Index k = data_qr.rank(); k < n; ++k) {
+      combination[static_cast<size_t>(data_qr.colsPermutation().indices()(k))] = true;
+    }
+    // Below the observations, one prior row per coefficient with a starting
+    // value: moving kPriorRelativeSd of it costs as much as one run's noise
+    // in one observation. Directions the observations hardly see then stay
+    // at the start; the others follow the observations. (Scaling the rows
+    // by the residual's own noise instead let a campaign of four points,
+    // whose residual is small by chance, trade a prefill cost per token for
+    // one per sequence tenfold: decision 0029.)
+    for (Eigen::Index k = 0; k < n; ++k) {
+      const double z0 = start_value[free[static_cast<size_t>(k)]] * norms(k);
+      if (z0 > 0) {
+        const double lambda = kRunNoise / kPriorRelativeSd / z0;
+        scaled(m + k, k) = lambda;
+        target(m + k) = lambda * z0;
       }
     }
-    if (dropped) continue;
     Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(scaled);
     qr.setThreshold(1e-9);
     if (qr.rank() < n) {
-      // The columns past the rank are combinations of the others.
+      // Columns that are combinations of the others, with no prior row to
+      // tell them apart (exact observations, or a start of zero): they keep
+      // the start and the rest is solved again.
       for (Eigen::Index k = qr.rank(); k < n; ++k) {
-        fit.status[free[static_cast<size_t>(qr.colsPermutation().indices()(k))]] =
-            CoefficientFit::kUndetermined;
+        const size_t j = free[static_cast<size_t>(qr.colsPermutation().indices()(k))];
+        fit.status[j] = CoefficientFit::kUndetermined;
+        held[j] = true;
+        value[j] = start_value[j];
       }
       continue;
     }
-    const Eigen::VectorXd x = qr.solve(rhs);
-    const Eigen::VectorXd residual = rhs - scaled * x;
-    const Eigen::Index dof = m - n;
-    Eigen::VectorXd se = Eigen::VectorXd::Zero(n);
-    if (dof > 0) {
-      const double variance = residual.squaredNorm() / static_cast<double>(dof);
-      // n <= 7 columns of unit norm: the normal matrix is small and well scaled.
-      se = ((scaled.transpose() * scaled).inverse().diagonal() * variance).cwiseSqrt();
-    }
-    // The coefficient the observations constrain least, beyond kMaxRelativeSe
-    // of its value (a negative one counts by its distance from zero), keeps
-    // its starting value; then the most negative of the well-constrained is
-    // held at zero.
-    Eigen::Index loosest = -1;
-    double loosest_rel = kMaxRelativeSe;
+    const Eigen::VectorXd z = qr.solve(target);
     Eigen::Index most_negative = -1;
     for (Eigen::Index k = 0; k < n; ++k) {
-      const double rel = x(k) != 0 ? se(k) / std::abs(x(k)) : 0;
-      if (rel > loosest_rel) {
-        loosest = k;
-        loosest_rel = rel;
-      }
-      if (x(k) < 0 && (most_negative < 0 || x(k) < x(most_negative))) most_negative = k;
-    }
-    if (loosest >= 0) {
-      fit.status[free[static_cast<size_t>(loosest)]] = CoefficientFit::kUndetermined;
-      continue;
+      if (z(k) < 0 && (most_negative < 0 || z(k) < z(most_negative))) most_negative = k;
     }
     if (most_negative >= 0) {
-      fit.status[free[static_cast<size_t>(most_negative)]] = CoefficientFit::kAtZero;
-      value[free[static_cast<size_t>(most_negative)]] = 0;
+      const size_t j = free[static_cast<size_t>(most_negative)];
+      fit.status[j] = CoefficientFit::kAtZero;
+      held[j] = true;
+      value[j] = 0;
       continue;
     }
+    // Standard errors with the prior: a direction the observations do not
+    // see keeps about kPriorRelativeSd of its value.
+    const Eigen::VectorXd se =
+        ((scaled.transpose() * scaled).inverse().diagonal() * variance).cwiseSqrt();
     for (Eigen::Index k = 0; k < n; ++k) {
       const size_t j = free[static_cast<size_t>(k)];
-      value[j] = x(k) / norms(k);
-      fit.relative_se[j] = x(k) > 0 ? se(k) / x(k) : 0;
+      value[j] = z(k) / norms(k);
+      const double rel = z(k) > 0 ? se(k) / z(k) : std::numeric_limits<double>::infinity();
+      if (combination[static_cast<size_t>(k)] || rel > kMaxRelativeSe) {
+        fit.status[j] = CoefficientFit::kUndetermined;
+      } else {
+        fit.relative_se[j] = rel;
+      }
     }
     break;
   }

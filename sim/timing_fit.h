@@ -3,8 +3,9 @@
 // linear in the coefficients, given what its steps did (StepCounts, from one
 // noise-free SimulateWorkload of the run's configuration), so the fit is a
 // least squares of relative errors weighted by runs, with non-negative
-// coefficients. A coefficient the observations cannot pin down keeps the
-// starting model's value, and the result says which.
+// coefficients. The starting model is a prior: a coefficient the
+// observations cannot pin down stays at (or near) its starting value, and
+// the result says which.
 #pragma once
 
 #include <array>
@@ -35,7 +36,7 @@ struct TimingObservation {
 
 enum class CoefficientFit {
   kFitted,        // from the observations
-  kUndetermined,  // the starting value: no observation separates it
+  kUndetermined,  // at or near the starting value: the observations hardly see it
   kAtZero,        // the observations want it below zero
 };
 
@@ -55,6 +56,11 @@ struct TimingFit {
 // A coefficient whose standard error exceeds this share of its value is
 // taken as undetermined: the observations hardly constrain it.
 constexpr double kMaxRelativeSe = 0.25;
+// The prior's weight: moving a coefficient kPriorRelativeSd of its starting
+// value costs as much as kRunNoise, one run's relative noise, in one
+// observation.
+constexpr double kRunNoise = 0.02;
+constexpr double kPriorRelativeSd = 2;
 
 // Fits the coefficients to `observations` from `start`. INVALID_ARGUMENT
 // naming the observation for a non-positive time or weight or a negative
