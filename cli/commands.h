@@ -21,6 +21,10 @@ void AddNodeCommands(CLI::App& crest, Action* action);
 // `crest campaign submit|list|status|watch|cancel|report --controller ADDR ...`.
 void AddCampaignCommands(CLI::App& crest, Action* action);
 
+// `crest profile fit|predict`: mindie-sim's model fitted to a campaign, and
+// its predictions for workloads nobody measured.
+void AddProfileCommands(CLI::App& crest, Action* action);
+
 // `crest health --address ADDR`: grpc.health.v1 over mutual TLS (the probes' check).
 void AddHealthCommand(CLI::App& crest, Action* action);
 

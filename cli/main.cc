@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   crest::cli::Action action;
   crest::cli::AddNodeCommands(app, &action);
   crest::cli::AddCampaignCommands(app, &action);
+  crest::cli::AddProfileCommands(app, &action);
   crest::cli::AddHealthCommand(app, &action);
   if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
   if (!action) return crest::FailWithMessage(app, "no command given (see --help)");

@@ -1,5 +1,6 @@
 #include "sim/kv_cache.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,10 @@ absl::StatusOr<KvCacheLayout> ComputeKvCache(const Profile& profile, int world_s
   kv.kv_heads_per_card = (profile.num_kv_heads + world_size - 1) / world_size;
   kv.bytes_per_block = static_cast<int64_t>(profile.num_layers) * cache_block_size *
                        kv.kv_heads_per_card * profile.head_dim * profile.kv_dtype_bytes * 2;
+  if (profile.kv_block_scale != 1) {
+    kv.bytes_per_block = std::max<int64_t>(
+        1, std::llround(static_cast<double>(kv.bytes_per_block) * profile.kv_block_scale));
+  }
   auto mem_bytes = static_cast<int64_t>(std::floor(npu_mem_gib * 1024.0 * 1024.0 * 1024.0));
   kv.computed_blocks = mem_bytes / kv.bytes_per_block;
   kv.usable_blocks = kv.computed_blocks > 0 ? kv.computed_blocks - 1 : 0;

@@ -171,6 +171,10 @@ absl::StatusOr<Profile> ParseProfile(const std::string& json_text) {
        {std::pair{"kv_cache_int8", &p.kv_cache_int8}, std::pair{"multimodal", &p.multimodal}}) {
     if (m.contains(key)) CREST_RETURN_IF_ERROR(Get(m, "model.", key, *flag));
   }
+  if (m.contains("kv_block_scale")) {
+    CREST_RETURN_IF_ERROR(Get(m, "model.", "kv_block_scale", p.kv_block_scale));
+    CREST_RETURN_IF_ERROR(Positive("model.kv_block_scale", p.kv_block_scale));
+  }
   const json& t = doc["timing"];
   CREST_RETURN_IF_ERROR(Get(t, "timing.", "reference_world_size", p.reference_world_size));
   CREST_RETURN_IF_ERROR(Get(t, "timing.", "tp_scaling_exponent", p.tp_scaling_exponent));

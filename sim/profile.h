@@ -87,6 +87,10 @@ struct Profile {
   // 2176 blocks for LLaMA3-8B, i.e. 8 MiB per block) is half of what 2-byte
   // K plus V would give; docs/simulator.md explains.
   int kv_dtype_bytes = 1;
+  // Optional (default 1): multiplies the bytes of one block. A fitted
+  // profile (profile_fit.h) sets it so that the block count the daemon
+  // reported at the measured npuMemSize comes out exactly.
+  double kv_block_scale = 1;
   double weights_gib = 0;  // all cards together
   int min_world_size = 1;
   int max_world_size = 8;
