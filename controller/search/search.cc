@@ -17,11 +17,11 @@ constexpr double kIndifference = 0.005;
 
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
+}  // namespace
+
 bool Usable(const PointOutcome& o) {
   return o.kind == PointOutcome::Kind::kOk && !o.untrusted && !o.samples.empty();
 }
-
-}  // namespace
 
 std::vector<int64_t> StepLadder(const SearchSpace& space) {
   std::vector<int64_t> ladder;

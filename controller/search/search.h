@@ -156,6 +156,8 @@ double NoiseBand(double noise, size_t n1, size_t n2, double z = 2.0);
 // and how sure it is against every other trusted point.
 std::optional<SearchAnswer> QualifiedAnswer(const SearchSpace& space, const Outcomes& finished,
                                             int64_t point);
+// A point that can be an answer: ok, trusted, with a run.
+bool Usable(const PointOutcome& o);
 // Benchmark runs measured (ok or not) over all points.
 size_t RunsMeasured(const Outcomes& finished);
 
