@@ -12,6 +12,8 @@
 #include "controller/search/node_slot.h"
 #include "controller/search/schedule_plan.h"
 #include "controller/search/trial_outcomes.h"
+#include "sim/kv_cache.h"
+#include "sim/profile_fit.h"
 
 namespace crest::bench {
 
@@ -37,6 +39,33 @@ constexpr double kCurveStartupSeconds = 90;
 std::string CaseName(const Case& c) {
   if (c.curve) return c.curve->name;
   return absl::StrFormat("%s mem %.0f out %d", c.profile.name, c.npu_mem, c.max_output);
+}
+
+absl::StatusOr<Case> SimCase(const crest::sim::Profile& profile, double npu_mem, int max_output,
+                             const std::vector<std::string>& questions) {
+  auto kv = crest::sim::ComputeKvCache(profile, profile.reference_world_size, npu_mem, 128);
+  if (!kv.ok()) return kv.status();
+  Case c;
+  c.profile = profile;
+  c.npu_mem = npu_mem;
+  c.max_output = max_output;
+  c.blocks = kv->computed_blocks;
+  auto requests = crest::sim::RequestsFor(profile, "", questions, max_output);
+  if (!requests.ok()) return requests.status();
+  c.requests = *std::move(requests);
+  // The controller's own auto range, as a campaign with this workload gets it.
+  crest::v1::CampaignSpec spec;
+  auto* s = spec.mutable_search();
+  s->set_range_auto(true);
+  s->set_initial_auto(true);
+  s->set_step(100);
+  s->set_tolerance(0.02);
+  s->set_max_trials(20);
+  s->set_cache_block_size(128);
+  spec.mutable_client()->mutable_dataset()->set_type(crest::v1::DATASET_TYPE_GSM8K);
+  spec.mutable_client()->set_max_output_len(static_cast<uint32_t>(max_output));
+  c.space = crest::controller::SearchSpaceFor(spec, c.blocks);
+  return c;
 }
 
 Case CurveCase(const crest::ThroughputCurve& curve) {
@@ -218,6 +247,7 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
         continue;
       }
       run.ok = true;
+      play.measured.push_back(p);
       run.speed = m.samples[0] * (host < cluster.speed.size() ? cluster.speed[host] : 1.0);
       run.preemptions = m.preemptions;
       absl::StrAppend(&play.trace, " ", p, ":", std::lround(run.speed));

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 #include "common/curve_file.h"
 #include "controller/search/search.h"
 #include "sim/profile.h"
@@ -31,6 +33,12 @@ struct Case {
   std::optional<crest::ThroughputCurve> curve;
   crest::controller::SearchSpace space;
 };
+
+// The simulator's case of `profile` at npuMemSize `npu_mem` GiB and
+// MaxOutputLen `max_output`: `questions` (GSM8K's) as its requests, and the
+// range and knee guess the controller's auto range gives that workload.
+absl::StatusOr<Case> SimCase(const crest::sim::Profile& profile, double npu_mem, int max_output,
+                             const std::vector<std::string>& questions);
 
 // "llama3-8b-910b mem 17 out 512", or the curve's name.
 std::string CaseName(const Case& c);
@@ -77,8 +85,9 @@ struct Play {
   // probe, one start, comes first.
   double seconds = 0;
   int64_t found = 0;
-  std::string basis;  // the answer's basis (knee search only)
-  std::string trace;  // "point:throughput/preemptions" of every run, in order
+  std::string basis;              // the answer's basis (knee search only)
+  std::string trace;              // "point:throughput/preemptions" of every run, in order
+  std::vector<int64_t> measured;  // the point of every feasible run, in order
 };
 
 // Where a play's runs go: `node_slots` places (daemon slots of a node) run at

@@ -343,33 +343,10 @@ absl::StatusOr<std::vector<Case>> LoadCases(const std::string& share, const Opti
           std::find(o.mem_filter.begin(), o.mem_filter.end(), mem) == o.mem_filter.end()) {
         continue;
       }
-      auto kv = crest::sim::ComputeKvCache(*profile, profile->reference_world_size, mem, 128);
-      if (!kv.ok()) return kv.status();
       for (int out : o.outputs) {
-        Case c;
-        c.profile = *profile;
-        c.npu_mem = mem;
-        c.max_output = out;
-        c.blocks = kv->computed_blocks;
-        const auto& dist = profile->workloads.at(profile->default_workload);
-        for (const auto& q : questions) {
-          int len = std::min(crest::sim::NaturalOutputLength(dist, q), out);
-          c.requests.push_back(
-              {crest::sim::CountPromptTokens(q, profile->prompt_template_tokens), len});
-        }
-        // The controller's own auto range, as a campaign with this workload gets it.
-        crest::v1::CampaignSpec spec;
-        auto* s = spec.mutable_search();
-        s->set_range_auto(true);
-        s->set_initial_auto(true);
-        s->set_step(100);
-        s->set_tolerance(0.02);
-        s->set_max_trials(20);
-        s->set_cache_block_size(128);
-        spec.mutable_client()->mutable_dataset()->set_type(crest::v1::DATASET_TYPE_GSM8K);
-        spec.mutable_client()->set_max_output_len(static_cast<uint32_t>(out));
-        c.space = crest::controller::SearchSpaceFor(spec, c.blocks);
-        cases.push_back(std::move(c));
+        absl::StatusOr<Case> c = crest::bench::SimCase(*profile, mem, out, questions);
+        if (!c.ok()) return c.status();
+        cases.push_back(*std::move(c));
       }
     }
   }
