@@ -35,8 +35,9 @@ struct WorkloadFlags {
   int world_size = 1;
   int cache_block_size = 128;
   int max_prefill_tokens = 8192;
-  std::string dataset;   // empty: the shipped GSM8K
-  std::string workload;  // the profile's output-length distribution
+  std::string dataset;    // empty: the shipped GSM8K
+  int request_count = 0;  // requests measured; 0: the dataset once
+  std::string workload;   // the profile's output-length distribution
 };
 
 void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* w, bool npu_mem_required) {
@@ -57,12 +58,17 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* w, bool npu_mem_required) {
   cmd->add_option("--max-prefill-tokens", w->max_prefill_tokens, "maxPrefillTokens (default 8192)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--dataset", w->dataset, "GSM8K-style JSONL file (default: the shipped GSM8K)");
+  cmd->add_option("--request-count", w->request_count,
+                  "requests the benchmark measured (the spec's client.request_count), in the "
+                  "dataset's order and round again; default: the dataset once")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--workload", w->workload,
                   "the profile's output-length distribution (default: the profile's)");
 }
 
-// The prompts of --dataset (or the shipped GSM8K).
-absl::StatusOr<std::vector<std::string>> Prompts(const std::string& dataset) {
+// The prompts of --dataset (or the shipped GSM8K) as the benchmark sends
+// them with seed 0: in order, `request_count` of them (0: each once).
+absl::StatusOr<std::vector<std::string>> Prompts(const std::string& dataset, int request_count) {
   std::string path = dataset;
   if (path.empty()) {
     CREST_ASSIGN_OR_RETURN(std::string dir, loadgen::DefaultDatasetDir());
@@ -71,11 +77,18 @@ absl::StatusOr<std::vector<std::string>> Prompts(const std::string& dataset) {
   CREST_ASSIGN_OR_RETURN(std::string file, loadgen::ResolveDatasetPath(path));
   crest::v1::DatasetSpec spec;
   spec.set_type(crest::v1::DATASET_TYPE_GSM8K);
-  return loadgen::LoadPrompts(spec, file, 0);
+  CREST_ASSIGN_OR_RETURN(std::vector<std::string> prompts, loadgen::LoadPrompts(spec, file, 0));
+  if (request_count <= 0) return prompts;
+  std::vector<std::string> sent;
+  sent.reserve(static_cast<size_t>(request_count));
+  for (size_t i = 0; i < static_cast<size_t>(request_count); ++i) {
+    sent.push_back(prompts[i % prompts.size()]);
+  }
+  return sent;
 }
 
 absl::StatusOr<sim::FitWorkload> Workload(const sim::Profile& profile, const WorkloadFlags& f) {
-  CREST_ASSIGN_OR_RETURN(std::vector<std::string> prompts, Prompts(f.dataset));
+  CREST_ASSIGN_OR_RETURN(std::vector<std::string> prompts, Prompts(f.dataset, f.request_count));
   sim::FitWorkload w;
   CREST_ASSIGN_OR_RETURN(w.requests, sim::RequestsFor(profile, f.workload, prompts, f.max_output));
   w.world_size = f.world_size;
@@ -226,6 +239,7 @@ int Fit(const FitFlags& f) {
                    " (model ", runs->model, ") by crest profile fit");
   out["fit"] = FitSection(*runs, *fit, start->name, &text);
   out["fit"]["workload"] = {{"maxOutputLen", f.workload.max_output},
+                            {"requestCount", f.workload.request_count},
                             {"npuMemSize", f.workload.npu_mem},
                             {"worldSize", f.workload.world_size},
                             {"cacheBlockSize", f.workload.cache_block_size},
@@ -322,10 +336,16 @@ void AddProfileCommands(CLI::App& crest, Action* action) {
   fit_cmd->add_option("-o,--out", fit->out_file, "the fitted profile (JSON)")->required();
   AddWorkloadFlags(fit_cmd, &fit->workload, false);
   AddEndpointFlags(*fit_cmd, &fit->endpoint, kQueryTimeout);
+  // The controller only for --campaign.
+  fit_cmd->get_option(std::string(fit->endpoint.peer.address_flag))->required(false);
   fit_cmd->callback([=] {
     *action = [=] {
       if (fit->report_file.empty() == fit->campaign.empty()) {
         return Fail("profile fit: give one of --report FILE or --campaign ID");
+      }
+      if (!fit->campaign.empty() && fit->endpoint.address.empty()) {
+        return Fail(absl::StrCat("profile fit --campaign: ", fit->endpoint.peer.address_flag,
+                                 " is required (the controller that ran the campaign)"));
       }
       return Fit(*fit);
     };
