@@ -33,6 +33,14 @@ std::optional<std::string> WarmStartSearch::Contradiction(const SearchSpace& spa
   for (int64_t p : bracket) {
     if (!Measured(finished, p)) return std::nullopt;
   }
+  // Once the knee search took over, its runs outside the bracket say so,
+  // whatever later repeats do to the bracket's means and the noise.
+  for (const auto& [point, outcome] : finished) {
+    if (std::find(bracket.begin(), bracket.end(), point) == bracket.end()) {
+      return absl::StrCat("the knee search went on to ", point,
+                          " after the bracket's runs contradicted the prediction");
+    }
+  }
   const PointOutcome& centre = finished.at(bracket[0]);
   if (!Usable(centre)) {
     return absl::StrCat("the predicted ", bracket[0], " did not measure (",

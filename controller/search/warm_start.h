@@ -36,8 +36,9 @@ class WarmStartSearch final : public SearchStrategy {
 
   // The prediction and its two neighbours, inside the range: centre first.
   std::vector<int64_t> Bracket(const SearchSpace& space) const;
-  // Why the bracket's runs contradict the prediction; nullopt while they do
-  // not, or are not all measured.
+  // Why the bracket's runs contradict the prediction (or, once the knee
+  // search took over, that it did); nullopt while they do not, or are not
+  // all measured.
   std::optional<std::string> Contradiction(const SearchSpace& space,
                                            const Outcomes& finished) const;
 

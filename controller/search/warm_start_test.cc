@@ -62,6 +62,14 @@ TEST(WarmStartSearch, ANeighbourBeyondTheNoiseBandHandsOverToTheKneeSearch) {
   EXPECT_FALSE(d.done);  // the knee search goes on
   ASSERT_FALSE(d.wanted.empty());
   EXPECT_EQ(search.Best(WarmSpace(), finished)->basis, "prior-contradicted");
+  // The knee search's later runs keep the answer's basis, whatever their
+  // repeats do to the noise band.
+  Outcomes later = finished;
+  later[450] = Measured(3010);
+  later[485].samples = {3000, 2700};
+  later[485].objective = 2850;
+  EXPECT_THAT(*search.Contradiction(WarmSpace(), later), HasSubstr("went on to 450"));
+  EXPECT_EQ(search.Best(WarmSpace(), later)->basis, "prior-contradicted");
 }
 
 TEST(WarmStartSearch, ANeighbourWithinTheNoiseBandDoesNotContradict) {
