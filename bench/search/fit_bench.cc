@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -23,6 +24,7 @@
 
 #include "bench/search/play.h"
 #include "common/command_line.h"
+#include "common/file_util.h"
 #include "common/paths.h"
 #include "controller/search/search.h"
 #include "controller/search/warm_start.h"
@@ -185,6 +187,7 @@ int main(int argc, char** argv) {
   int variants = 2;
   int threads = 2;
   bool trace = false;
+  std::string markdown;
   std::vector<std::string> profiles;
   app.add_option("--seeds", seeds, "noise seeds (campaigns) per profile and variant")
       ->check(CLI::PositiveNumber);
@@ -192,6 +195,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--threads", threads, "plays at once")->check(CLI::PositiveNumber);
   app.add_option("--profiles", profiles, "profile names (default: every shipped profile)");
+  app.add_option("--markdown", markdown,
+                 "also write the tables to this file, headed by the command line: "
+                 "bench/search/FIT.md is this file");
   app.add_flag("--trace", trace,
                "on stderr, each campaign whose fitted curve misses the truth by more than 2%: "
                "its points with their runs' error and the fit's");
@@ -318,12 +324,15 @@ int main(int argc, char** argv) {
     rows[job.row].plays[static_cast<size_t>(job.seed - 1)] = play;
   });
 
-  std::printf(
+  std::string text;
+  absl::StrAppendFormat(
+      &text,
       "Fitted on the default search's campaign (MaxOutputLen 512), %d seeds; what-if: "
       "MaxOutputLen %d, npuMemSize x%.1f. fitted | start (the profile the fit started from, "
       "unfitted, told the same npuBlockNum).\n\n",
       seeds, 512 * kWhatIfOutputFactor, kWhatIfMemory);
-  std::printf(
+  absl::StrAppendFormat(
+      &text,
       "| case | runs | curve error, median / worst | peak share, worst | what-if share, worst | "
       "leave-one-out, median | fit / run error at the points |\n|---|---|---|---|---|---|---|\n");
   double worst_curve = 0, worst_peak = 1, worst_what_if = 1;
@@ -348,7 +357,8 @@ int main(int argc, char** argv) {
     worst_curve = std::max(worst_curve, fitted_worst.curve_error);
     worst_peak = std::min(worst_peak, fitted_worst.peak_share);
     worst_what_if = std::min(worst_what_if, fitted_worst.what_if_share);
-    std::printf(
+    absl::StrAppendFormat(
+        &text,
         "| %s | <= %zu | %.2f%% / %.2f%% \\| %.2f%% | %.2f%% \\| %.2f%% | %.2f%% \\| %.2f%% | "
         "%.2f%% | %.2f |\n",
         r.label.c_str(), runs, 100 * crest::bench::Quantile(curve, 0.5),
@@ -357,11 +367,13 @@ int main(int argc, char** argv) {
         100 * fitted_worst.what_if_share, 100 * start_worst.what_if_share,
         100 * crest::bench::Quantile(loo, 0.5), run_sq > 0 ? std::sqrt(fit_sq / run_sq) : 0.0);
   }
-  std::printf(
+  absl::StrAppendFormat(
+      &text,
       "\nWarm start: a second campaign, its search started from the fitted profile's predicted "
       "peak (WarmStartSearch), on the same workload (another seed) and on the what-if; the "
       "peer is the default search from nothing on the same seeds.\n\n");
-  std::printf(
+  absl::StrAppendFormat(
+      &text,
       "| case | workload | runs, median / max: warm \\| cold | found/peak, median / worst: warm "
       "\\| cold | contradicted |\n|---|---|---|---|---|\n");
   std::vector<double> warm_runs, warm_shares;
@@ -386,7 +398,8 @@ int main(int argc, char** argv) {
       auto most = [](const std::vector<double>& v) {
         return *std::max_element(v.begin(), v.end());
       };
-      std::printf(
+      absl::StrAppendFormat(
+          &text,
           "| %s | %s | %.0f / %.0f \\| %.0f / %.0f | %.2f%% / %.2f%% \\| %.2f%% / %.2f%% | %d |\n",
           r.label.c_str(), k == 0 ? "same" : "what-if", crest::bench::Quantile(runs, 0.5),
           most(runs), crest::bench::Quantile(cold_runs, 0.5), most(cold_runs),
@@ -395,19 +408,38 @@ int main(int argc, char** argv) {
     }
   }
   auto verdict = [](bool met) { return met ? "met" : "NOT MET"; };
-  std::printf("\nTargets (every case, every seed):\n");
-  std::printf(
+  absl::StrAppendFormat(&text, "\nTargets (every case, every seed):\n");
+  absl::StrAppendFormat(
+      &text,
       "  predicted curve within %.0f%% of the truth over the measured range: worst %.2f%% (%s)\n",
       100 * kCurveTarget, 100 * worst_curve, verdict(worst_curve <= kCurveTarget));
-  std::printf("  predicted peak >= %.0f%% of the true peak, measured workload: worst %.2f%% (%s)\n",
-              100 * kPeakTarget, 100 * worst_peak, verdict(worst_peak >= kPeakTarget));
-  std::printf("  predicted peak >= %.0f%% of the true peak, what-if workload: worst %.2f%% (%s)\n",
-              100 * kWhatIfTarget, 100 * worst_what_if, verdict(worst_what_if >= kWhatIfTarget));
+  absl::StrAppendFormat(
+      &text, "  predicted peak >= %.0f%% of the true peak, measured workload: worst %.2f%% (%s)\n",
+      100 * kPeakTarget, 100 * worst_peak, verdict(worst_peak >= kPeakTarget));
+  absl::StrAppendFormat(
+      &text, "  predicted peak >= %.0f%% of the true peak, what-if workload: worst %.2f%% (%s)\n",
+      100 * kWhatIfTarget, 100 * worst_what_if, verdict(worst_what_if >= kWhatIfTarget));
   const double warm_median_runs = crest::bench::Quantile(warm_runs, 0.5);
   const double warm_worst = *std::min_element(warm_shares.begin(), warm_shares.end());
-  std::printf(
+  absl::StrAppendFormat(
+      &text,
       "  warm-started search: median runs %.0f (<= %.0f: %s), worst %.2f%% (>= %.1f%%: %s)\n",
       warm_median_runs, kWarmRunsTarget, verdict(warm_median_runs <= kWarmRunsTarget),
       100 * warm_worst, 100 * kWarmWorstTarget, verdict(warm_worst >= kWarmWorstTarget));
+  std::fputs(text.c_str(), stdout);
+  if (!markdown.empty()) {
+    const char* commit = std::getenv("CREST_GIT_COMMIT");
+    const std::string head = absl::StrCat(
+        "# fit-bench results\n\nGenerated by fit-bench itself (`--markdown`): do not edit it by "
+        "hand, run the command again. From the repository's root, with fit-bench built into the "
+        "directory the command names:\n\n    ",
+        crest::bench::CommandLine(argc, argv), "\n\n",
+        commit != nullptr && *commit != '\0' ? absl::StrCat("At commit ", commit, ". ") : "",
+        "The figures are the simulator's, in virtual time: any machine and any `--threads` give "
+        "the same. docs/search.md (\"Learning from campaigns\") explains what is measured.\n\n");
+    if (absl::Status s = crest::WriteFileAtomically(markdown, head + text); !s.ok()) {
+      return crest::FailWithMessage(app, std::string(s.message()));
+    }
+  }
   return 0;
 }

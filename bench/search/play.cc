@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 
 #include "controller/search/kv_blocks.h"
 #include "controller/search/node_slot.h"
@@ -265,6 +269,19 @@ Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& be
 Play PlayOut(const SearchStrategy& strategy, const SearchSpace& space, Bench& bench, uint64_t seed,
              size_t nodes, bool signal) {
   return PlayOut(strategy, space, bench, seed, Cluster{nodes, nodes, {}, true}, signal);
+}
+
+std::string CommandLine(int argc, char** argv) {
+  std::vector<std::string> words;
+  for (int i = 0; i < argc; ++i) {
+    std::string w = argv[i];
+    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+      return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+             std::string_view("_./=,:+-%@").find(c) != std::string_view::npos;
+    });
+    words.push_back(plain ? w : absl::StrCat("'", absl::StrReplaceAll(w, {{"'", "'\\''"}}), "'"));
+  }
+  return absl::StrJoin(words, " ");
 }
 
 std::vector<Strategy> Strategies() {

@@ -132,6 +132,9 @@ std::vector<Strategy> Strategies();
 void PlayEach(size_t n, int threads, const std::function<void(size_t)>& play);
 // The q-quantile of `v` (nearest rank); 0 when empty.
 double Quantile(std::vector<double> v, double q);
+// `argv` as a shell command line, each word quoted when the shell would
+// read it otherwise: the command a generated results file names.
+std::string CommandLine(int argc, char** argv);
 // "median / worst" of found/peak shares, in percent.
 std::string MedianWorst(const std::vector<double>& v);
 
