@@ -178,152 +178,96 @@ struct Row {
   std::vector<Play> plays;
 };
 
-}  // namespace
+struct Job {
+  size_t row;
+  std::string label;
+  Profile truth, start;
+  double mem;
+  uint64_t seed;
+};
 
-int main(int argc, char** argv) {
-  CLI::App app("fit-bench: crest profile fit against the truth it was fitted to, in virtual time",
-               "fit-bench");
-  int seeds = 5;
-  int variants = 2;
-  int threads = 2;
-  bool trace = false;
-  std::string markdown;
-  std::vector<std::string> profiles;
-  app.add_option("--seeds", seeds, "noise seeds (campaigns) per profile and variant")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--variants", variants, "hidden variants per profile (besides the profile)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", threads, "plays at once")->check(CLI::PositiveNumber);
-  app.add_option("--profiles", profiles, "profile names (default: every shipped profile)");
-  app.add_option("--markdown", markdown,
-                 "also write the tables to this file, headed by the command line: "
-                 "bench/search/FIT.md is this file");
-  app.add_flag("--trace", trace,
-               "on stderr, each campaign whose fitted curve misses the truth by more than 2%: "
-               "its points with their runs' error and the fit's");
-  if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
-  auto share = crest::ShareDir();
-  if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
-  if (profiles.empty()) profiles = {"llama2-13b-910b", "llama3-70b-910b", "llama3-8b-910b"};
-  // npuMemSize per profile: search-bench's first (the 70B model's 8 cards hold far more blocks).
-  const std::map<std::string, double> mems = {
-      {"llama3-8b-910b", 17}, {"llama2-13b-910b", 17}, {"llama3-70b-910b", 4}};
-  std::vector<std::string> questions;
-  {
-    std::ifstream in(*share + "/datasets/gsm8k/test.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.contains("question")) questions.push_back(j["question"]);
-    }
-  }
-  if (questions.empty()) return crest::FailWithMessage(app, "no GSM8K questions in " + *share);
-
-  struct Job {
-    size_t row;
-    Profile truth, start;
-    double mem;
-    uint64_t seed;
-  };
-  std::vector<Row> rows;
-  std::vector<Job> jobs;
-  for (const std::string& name : profiles) {
-    auto shipped = crest::sim::FindProfile(*share + "/profiles", name, "");
-    if (!shipped.ok()) return crest::FailWithMessage(app, shipped.status().ToString());
-    const double mem = mems.count(name) != 0 ? mems.at(name) : 17;
-    for (int v = 0; v <= variants; ++v) {
-      // Variant 0: the shipped profile is the truth and the fit starts
-      // from a variant; otherwise the fit starts from the shipped profile.
-      const Profile variant = Variant(*shipped, NameSeed(name) + static_cast<uint64_t>(v));
-      const Profile& truth = v == 0 ? *shipped : variant;
-      const Profile& start = v == 0 ? variant : *shipped;
-      rows.push_back(
-          {v == 0 ? absl::StrCat(name, " (start off)") : absl::StrCat(name, " hidden variant ", v),
-           std::vector<Play>(static_cast<size_t>(seeds))});
-      for (int s = 1; s <= seeds; ++s) {
-        jobs.push_back({rows.size() - 1, truth, start, mem, static_cast<uint64_t>(s)});
-      }
-    }
-  }
+// One campaign on the job's truth, the fit of its runs, what the fitted
+// profile predicts, and the warm-started campaigns.
+Play PlayJob(const Job& job, const std::vector<std::string>& questions, bool trace,
+             std::mutex& mu) {
   const auto knee = std::make_unique<crest::controller::KneeSearch>();
-  std::mutex mu;
-  crest::bench::PlayEach(jobs.size(), threads, [&](size_t i) {
-    const Job& job = jobs[i];
-    const Case truth = crest::bench::SimCase(job.truth, job.mem, 512, questions).value();
-    const Case what_if = crest::bench::SimCase(job.truth, job.mem * kWhatIfMemory,
-                                               512 * kWhatIfOutputFactor, questions)
-                             .value();
-    Bench bench(truth);
-    const crest::bench::Play campaign =
-        crest::bench::PlayOut(*knee, truth.space, bench, job.seed, 1, true);
-    const std::vector<MeasuredPoint> runs = CampaignRuns(truth, campaign.measured, job.seed);
-    FitWorkload w = WorkloadOf(truth);
-    // The fit knows the start's architecture and the reported npuBlockNum.
-    auto fit = crest::sim::FitProfile(job.start, w, runs);
-    Play play;
-    play.runs = campaign.measured.size();
-    play.points = runs.size();
-    if (fit.ok()) {
-      const int lo = runs.front().max_batch_size, hi = runs.back().max_batch_size;
-      play.fitted = Score(fit->profile, truth, what_if, lo, hi);
-      // The unfitted start, told the block count as the fit is.
-      Profile start = job.start;
-      start.kv_block_scale = fit->profile.kv_block_scale;
-      play.start = Score(start, truth, what_if, lo, hi);
-      play.leave_one_out = fit->timing.leave_one_out_rms.value_or(0);
-      auto warm = [&](const Case& c, FitWorkload predicted_w, uint64_t seed) {
-        const auto predicted =
-            crest::sim::PredictCurve(fit->profile, predicted_w, static_cast<int>(c.space.lo),
-                                     static_cast<int>(c.space.hi), 32)
-                .value();
-        const crest::controller::WarmStartSearch search(predicted.peak_max_batch_size,
-                                                        "the fitted profile");
-        Bench b(c);
-        const crest::bench::Play p = crest::bench::PlayOut(search, c.space, b, seed, 1, true);
-        Warm out;
-        out.runs = p.runs;
-        out.share = b.Truth(p.found) / b.Peak().second;
-        out.contradicted = p.basis == "prior-contradicted";
-        return out;
-      };
-      play.same = warm(truth, w, job.seed + 1000);
-      auto cold = [&](const Case& c, uint64_t seed) {
-        Bench b(c);
-        const crest::bench::Play p = crest::bench::PlayOut(*knee, c.space, b, seed, 1, true);
-        return Warm{p.runs, b.Truth(p.found) / b.Peak().second, false};
-      };
-      play.cold_same = cold(truth, job.seed + 1000);
-      play.cold_what_if = cold(what_if, job.seed + 2000);
-      FitWorkload wi = WorkloadOf(what_if);
-      wi.npu_block_num = 0;
-      play.what_if = warm(what_if, wi, job.seed + 2000);
-      // At the measured points: the fitted curve's error and the runs' own.
+  const Case truth = crest::bench::SimCase(job.truth, job.mem, 512, questions).value();
+  const Case what_if = crest::bench::SimCase(job.truth, job.mem * kWhatIfMemory,
+                                             512 * kWhatIfOutputFactor, questions)
+                           .value();
+  Bench bench(truth);
+  const crest::bench::Play campaign =
+      crest::bench::PlayOut(*knee, truth.space, bench, job.seed, 1, true);
+  const std::vector<MeasuredPoint> runs = CampaignRuns(truth, campaign.measured, job.seed);
+  FitWorkload w = WorkloadOf(truth);
+  // The fit knows the start's architecture and the reported npuBlockNum.
+  auto fit = crest::sim::FitProfile(job.start, w, runs);
+  Play play;
+  play.runs = campaign.measured.size();
+  play.points = runs.size();
+  if (fit.ok()) {
+    const int lo = runs.front().max_batch_size, hi = runs.back().max_batch_size;
+    play.fitted = Score(fit->profile, truth, what_if, lo, hi);
+    // The unfitted start, told the block count as the fit is.
+    Profile start = job.start;
+    start.kv_block_scale = fit->profile.kv_block_scale;
+    play.start = Score(start, truth, what_if, lo, hi);
+    play.leave_one_out = fit->timing.leave_one_out_rms.value_or(0);
+    auto warm = [&](const Case& c, FitWorkload predicted_w, uint64_t seed) {
+      const auto predicted =
+          crest::sim::PredictCurve(fit->profile, predicted_w, static_cast<int>(c.space.lo),
+                                   static_cast<int>(c.space.hi), 32)
+              .value();
+      const crest::controller::WarmStartSearch search(predicted.peak_max_batch_size,
+                                                      "the fitted profile");
+      Bench b(c);
+      const crest::bench::Play p = crest::bench::PlayOut(search, c.space, b, seed, 1, true);
+      Warm out;
+      out.runs = p.runs;
+      out.share = b.Truth(p.found) / b.Peak().second;
+      out.contradicted = p.basis == "prior-contradicted";
+      return out;
+    };
+    play.same = warm(truth, w, job.seed + 1000);
+    auto cold = [&](const Case& c, uint64_t seed) {
+      Bench b(c);
+      const crest::bench::Play p = crest::bench::PlayOut(*knee, c.space, b, seed, 1, true);
+      return Warm{p.runs, b.Truth(p.found) / b.Peak().second, false};
+    };
+    play.cold_same = cold(truth, job.seed + 1000);
+    play.cold_what_if = cold(what_if, job.seed + 2000);
+    FitWorkload wi = WorkloadOf(what_if);
+    wi.npu_block_num = 0;
+    play.what_if = warm(what_if, wi, job.seed + 2000);
+    // At the measured points: the fitted curve's error and the runs' own.
+    for (const MeasuredPoint& r : runs) {
+      const double truth_speed = Speed(job.truth, w, r.max_batch_size);
+      play.fit_sq += std::pow(Speed(fit->profile, w, r.max_batch_size) / truth_speed - 1, 2);
+      play.run_sq += std::pow(r.generate_speed / truth_speed - 1, 2);
+    }
+    if (trace && play.fitted.curve_error > kCurveTarget) {
+      std::string d = absl::StrFormat(
+          "%s seed %d: curve error %.2f%%; measured (runs, run error, fit error):", job.label,
+          job.seed, 100 * play.fitted.curve_error);
       for (const MeasuredPoint& r : runs) {
         const double truth_speed = Speed(job.truth, w, r.max_batch_size);
-        play.fit_sq += std::pow(Speed(fit->profile, w, r.max_batch_size) / truth_speed - 1, 2);
-        play.run_sq += std::pow(r.generate_speed / truth_speed - 1, 2);
+        absl::StrAppendFormat(&d, " %d (%d, %+.2f%%, %+.2f%%)", r.max_batch_size, r.runs,
+                              100 * (r.generate_speed / truth_speed - 1),
+                              100 * (Speed(fit->profile, w, r.max_batch_size) / truth_speed - 1));
       }
-      if (trace && play.fitted.curve_error > kCurveTarget) {
-        std::string d = absl::StrFormat(
-            "%s seed %d: curve error %.2f%%; measured (runs, run error, fit error):",
-            rows[job.row].label, job.seed, 100 * play.fitted.curve_error);
-        for (const MeasuredPoint& r : runs) {
-          const double truth_speed = Speed(job.truth, w, r.max_batch_size);
-          absl::StrAppendFormat(&d, " %d (%d, %+.2f%%, %+.2f%%)", r.max_batch_size, r.runs,
-                                100 * (r.generate_speed / truth_speed - 1),
-                                100 * (Speed(fit->profile, w, r.max_batch_size) / truth_speed - 1));
-        }
-        std::lock_guard<std::mutex> lock(mu);
-        std::fprintf(stderr, "%s\n", d.c_str());
-      }
-    } else {
-      std::fprintf(stderr, "%s seed %llu: %s\n", rows[job.row].label.c_str(),
-                   static_cast<unsigned long long>(job.seed),
-                   std::string(fit.status().message()).c_str());
+      std::lock_guard<std::mutex> lock(mu);
+      std::fprintf(stderr, "%s\n", d.c_str());
     }
-    std::lock_guard<std::mutex> lock(mu);
-    rows[job.row].plays[static_cast<size_t>(job.seed - 1)] = play;
-  });
+  } else {
+    std::fprintf(stderr, "%s seed %llu: %s\n", job.label.c_str(),
+                 static_cast<unsigned long long>(job.seed),
+                 std::string(fit.status().message()).c_str());
+  }
+  return play;
+}
 
+// The fit's table, the warm start's, and the targets.
+std::string Tables(const std::vector<Row>& rows, int seeds) {
   std::string text;
   absl::StrAppendFormat(
       &text,
@@ -426,6 +370,73 @@ int main(int argc, char** argv) {
       "  warm-started search: median runs %.0f (<= %.0f: %s), worst %.2f%% (>= %.1f%%: %s)\n",
       warm_median_runs, kWarmRunsTarget, verdict(warm_median_runs <= kWarmRunsTarget),
       100 * warm_worst, 100 * kWarmWorstTarget, verdict(warm_worst >= kWarmWorstTarget));
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("fit-bench: crest profile fit against the truth it was fitted to, in virtual time",
+               "fit-bench");
+  int seeds = 5;
+  int variants = 2;
+  int threads = 2;
+  bool trace = false;
+  std::string markdown;
+  std::vector<std::string> profiles;
+  app.add_option("--seeds", seeds, "noise seeds (campaigns) per profile and variant")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--variants", variants, "hidden variants per profile (besides the profile)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "plays at once")->check(CLI::PositiveNumber);
+  app.add_option("--profiles", profiles, "profile names (default: every shipped profile)");
+  app.add_option("--markdown", markdown,
+                 "also write the tables to this file, headed by the command line: "
+                 "bench/search/FIT.md is this file");
+  app.add_flag("--trace", trace,
+               "on stderr, each campaign whose fitted curve misses the truth by more than 2%: "
+               "its points with their runs' error and the fit's");
+  if (auto rc = crest::ParseCommandLine(app, argc, argv)) return *rc;
+  auto share = crest::ShareDir();
+  if (!share.ok()) return crest::FailWithMessage(app, share.status().ToString());
+  if (profiles.empty()) profiles = {"llama2-13b-910b", "llama3-70b-910b", "llama3-8b-910b"};
+  // npuMemSize per profile: search-bench's first (the 70B model's 8 cards hold far more blocks).
+  const std::map<std::string, double> mems = {
+      {"llama3-8b-910b", 17}, {"llama2-13b-910b", 17}, {"llama3-70b-910b", 4}};
+  absl::StatusOr<std::vector<std::string>> questions = crest::bench::Gsm8kQuestions(*share);
+  if (!questions.ok())
+    return crest::FailWithMessage(app, std::string(questions.status().message()));
+
+  std::vector<Row> rows;
+  std::vector<Job> jobs;
+  for (const std::string& name : profiles) {
+    auto shipped = crest::sim::FindProfile(*share + "/profiles", name, "");
+    if (!shipped.ok()) return crest::FailWithMessage(app, shipped.status().ToString());
+    const double mem = mems.count(name) != 0 ? mems.at(name) : 17;
+    for (int v = 0; v <= variants; ++v) {
+      // Variant 0: the shipped profile is the truth and the fit starts
+      // from a variant; otherwise the fit starts from the shipped profile.
+      const Profile variant = Variant(*shipped, NameSeed(name) + static_cast<uint64_t>(v));
+      const Profile& truth = v == 0 ? *shipped : variant;
+      const Profile& start = v == 0 ? variant : *shipped;
+      rows.push_back(
+          {v == 0 ? absl::StrCat(name, " (start off)") : absl::StrCat(name, " hidden variant ", v),
+           std::vector<Play>(static_cast<size_t>(seeds))});
+      for (int s = 1; s <= seeds; ++s) {
+        jobs.push_back(
+            {rows.size() - 1, rows.back().label, truth, start, mem, static_cast<uint64_t>(s)});
+      }
+    }
+  }
+  std::mutex mu;
+  crest::bench::PlayEach(jobs.size(), threads, [&](size_t i) {
+    const Job& job = jobs[i];
+    Play play = PlayJob(job, *questions, trace, mu);
+    std::lock_guard<std::mutex> lock(mu);
+    rows[job.row].plays[static_cast<size_t>(job.seed - 1)] = play;
+  });
+
+  const std::string text = Tables(rows, seeds);
   std::fputs(text.c_str(), stdout);
   if (!markdown.empty()) {
     const char* commit = std::getenv("CREST_GIT_COMMIT");

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <thread>
 
@@ -43,6 +45,17 @@ constexpr double kCurveStartupSeconds = 90;
 std::string CaseName(const Case& c) {
   if (c.curve) return c.curve->name;
   return absl::StrFormat("%s mem %.0f out %d", c.profile.name, c.npu_mem, c.max_output);
+}
+
+absl::StatusOr<std::vector<std::string>> Gsm8kQuestions(const std::string& share) {
+  std::vector<std::string> questions;
+  std::ifstream in(share + "/datasets/gsm8k/test.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("question")) questions.push_back(j["question"]);
+  }
+  if (questions.empty()) return absl::NotFoundError("no GSM8K questions in " + share);
+  return questions;
 }
 
 absl::StatusOr<Case> SimCase(const crest::sim::Profile& profile, double npu_mem, int max_output,

@@ -34,6 +34,10 @@ struct Case {
   crest::controller::SearchSpace space;
 };
 
+// GSM8K's questions as shipped under `share` (ShareDir()); NOT_FOUND when
+// there are none.
+absl::StatusOr<std::vector<std::string>> Gsm8kQuestions(const std::string& share);
+
 // The simulator's case of `profile` at npuMemSize `npu_mem` GiB and
 // MaxOutputLen `max_output`: `questions` (GSM8K's) as its requests, and the
 // range and knee guess the controller's auto range gives that workload.

@@ -309,15 +309,8 @@ absl::StatusOr<std::vector<Case>> LoadCases(const std::string& share, const Opti
   // one (smaller for the 70B model, whose 8 cards hold far more blocks).
   const std::map<std::string, std::vector<double>> mems = {
       {"llama3-8b-910b", {17, 24}}, {"llama2-13b-910b", {17, 24}}, {"llama3-70b-910b", {4, 6}}};
-  std::vector<std::string> questions;
-  {
-    std::ifstream in(share + "/datasets/gsm8k/test.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.contains("question")) questions.push_back(j["question"]);
-    }
-  }
-  if (questions.empty()) return absl::NotFoundError("no GSM8K questions in " + share);
+  absl::StatusOr<std::vector<std::string>> questions = crest::bench::Gsm8kQuestions(share);
+  if (!questions.ok()) return questions.status();
   std::vector<Case> cases;
   for (const auto& name : profiles) {
     auto profile = crest::sim::FindProfile(share + "/profiles", name, "");
@@ -329,7 +322,7 @@ absl::StatusOr<std::vector<Case>> LoadCases(const std::string& share, const Opti
         continue;
       }
       for (int out : o.outputs) {
-        absl::StatusOr<Case> c = crest::bench::SimCase(*profile, mem, out, questions);
+        absl::StatusOr<Case> c = crest::bench::SimCase(*profile, mem, out, *questions);
         if (!c.ok()) return c.status();
         cases.push_back(*std::move(c));
       }

@@ -34,7 +34,7 @@ std::string SmallCacheProfile(const std::string& dir) {
   nlohmann::json p = ReadJson(crest::testing::SourceDir() + "/sim/profiles/llama3-8b-910b.json");
   p["name"] = "llama3-8b-small-cache";
   p["model"]["kv_block_scale"] = 8;
-  const std::string path = dir + "/llama3-8b-small-cache.json";
+  std::string path = dir + "/llama3-8b-small-cache.json";
   EXPECT_TRUE(WriteFileAtomically(path, p.dump()).ok());
   return path;
 }
