@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace crest::cli {
 namespace {
 
@@ -19,8 +21,12 @@ json Trial(int b, double speed, const std::string& status = "ok") {
           {"npuBlockNum", 2176},      {"preemptions", 2}};
 }
 
-json Report(json trials) {
-  return {{"id", "c-1"}, {"models", {{{"model", "llama3-8b"}, {"trials", std::move(trials)}}}}};
+// A vector, not a braced json: Clang reads a braced list of one json as a
+// copy of that element, GCC as an array of it.
+json Report(const std::vector<json>& trials) {
+  json models = json::array();
+  models.push_back({{"model", "llama3-8b"}, {"trials", json(trials)}});
+  return {{"id", "c-1"}, {"models", std::move(models)}};
 }
 
 TEST(RunsOfReportTest, AveragesTheTrustedRunsOfEachConfiguration) {
