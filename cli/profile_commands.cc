@@ -11,15 +11,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/commands.h"
-#include "cli/profile_input.h"
 #include "cli/rpc_client.h"
 
 #include "common/file_util.h"
 #include "common/paths.h"
 #include "common/status.h"
+#include "controller/campaign_io/fit_workload.h"
 #include "controller/campaign_io/report.h"
+#include "controller/campaign_io/report_runs.h"
 #include "crest/v1/controller.grpc.pb.h"
-#include "loadgen/dataset.h"
 #include "sim/kv_cache.h"
 #include "sim/profile_fit.h"
 
@@ -28,17 +28,8 @@ namespace {
 
 using crest::v1::Controller;
 
-// The benchmark's workload and the daemon's layout, shared by fit and predict.
-struct WorkloadFlags {
-  int max_output = 512;
-  double npu_mem = 0;
-  int world_size = 1;
-  int cache_block_size = 128;
-  int max_prefill_tokens = 8192;
-  std::string dataset;    // empty: the shipped GSM8K
-  int request_count = 0;  // requests measured; 0: the dataset once
-  std::string workload;   // the profile's output-length distribution
-};
+using controller::ReportRuns;
+using WorkloadFlags = controller::WorkloadShape;
 
 void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* w, bool npu_mem_required) {
   cmd->add_option("--max-output", w->max_output, "MaxOutputLen of the benchmark (default 512)")
@@ -64,38 +55,6 @@ void AddWorkloadFlags(CLI::App* cmd, WorkloadFlags* w, bool npu_mem_required) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--workload", w->workload,
                   "the profile's output-length distribution (default: the profile's)");
-}
-
-// The prompts of --dataset (or the shipped GSM8K) as the benchmark sends
-// them with seed 0: in order, `request_count` of them (0: each once).
-absl::StatusOr<std::vector<std::string>> Prompts(const std::string& dataset, int request_count) {
-  std::string path = dataset;
-  if (path.empty()) {
-    CREST_ASSIGN_OR_RETURN(std::string dir, loadgen::DefaultDatasetDir());
-    path = dir;
-  }
-  CREST_ASSIGN_OR_RETURN(std::string file, loadgen::ResolveDatasetPath(path));
-  crest::v1::DatasetSpec spec;
-  spec.set_type(crest::v1::DATASET_TYPE_GSM8K);
-  CREST_ASSIGN_OR_RETURN(std::vector<std::string> prompts, loadgen::LoadPrompts(spec, file, 0));
-  if (request_count <= 0) return prompts;
-  std::vector<std::string> sent;
-  sent.reserve(static_cast<size_t>(request_count));
-  for (size_t i = 0; i < static_cast<size_t>(request_count); ++i) {
-    sent.push_back(prompts[i % prompts.size()]);
-  }
-  return sent;
-}
-
-absl::StatusOr<sim::FitWorkload> Workload(const sim::Profile& profile, const WorkloadFlags& f) {
-  CREST_ASSIGN_OR_RETURN(std::vector<std::string> prompts, Prompts(f.dataset, f.request_count));
-  sim::FitWorkload w;
-  CREST_ASSIGN_OR_RETURN(w.requests, sim::RequestsFor(profile, f.workload, prompts, f.max_output));
-  w.world_size = f.world_size;
-  w.cache_block_size = f.cache_block_size;
-  w.max_prefill_tokens = f.max_prefill_tokens;
-  w.npu_mem_gib = f.npu_mem;
-  return w;
 }
 
 // A profile by name (the shipped ones) or file; empty: by model name.
@@ -219,11 +178,11 @@ nlohmann::json FitSection(const ReportRuns& runs, const sim::ProfileFit& fit,
 int Fit(const FitFlags& f) {
   absl::StatusOr<nlohmann::json> report = LoadReport(f);
   if (!report.ok()) return Fail(report.status().message());
-  absl::StatusOr<ReportRuns> runs = RunsOfReport(*report, f.model);
+  absl::StatusOr<ReportRuns> runs = controller::RunsOfReport(*report, f.model);
   if (!runs.ok()) return Fail(runs.status().message());
   absl::StatusOr<sim::Profile> start = StartProfile(f.profile, runs->model);
   if (!start.ok()) return Fail(start.status().message());
-  absl::StatusOr<sim::FitWorkload> w = Workload(*start, f.workload);
+  absl::StatusOr<sim::FitWorkload> w = controller::FitWorkloadOf(*start, f.workload);
   if (!w.ok()) return Fail(w.status().message());
   w->npu_block_num = runs->npu_block_num;
   absl::StatusOr<sim::ProfileFit> fit = sim::FitProfile(*start, *w, runs->points);
@@ -262,7 +221,7 @@ struct PredictFlags {
 int Predict(const PredictFlags& f) {
   absl::StatusOr<sim::Profile> profile = StartProfile(f.profile, "");
   if (!profile.ok()) return Fail(profile.status().message());
-  absl::StatusOr<sim::FitWorkload> w = Workload(*profile, f.workload);
+  absl::StatusOr<sim::FitWorkload> w = controller::FitWorkloadOf(*profile, f.workload);
   if (!w.ok()) return Fail(w.status().message());
   absl::StatusOr<sim::PredictedCurve> curve = sim::PredictCurve(*profile, *w, f.lo, f.hi, f.points);
   if (!curve.ok()) return Fail(absl::StrCat("profile predict: ", curve.status().message()));

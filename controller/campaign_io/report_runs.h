@@ -1,6 +1,7 @@
-// What `crest profile fit` reads from a campaign report (the JSON of
-// `crest campaign report --format json`): one model's trusted search runs,
-// grouped by configuration into the mean figures the fit weighs by runs.
+// What a profile fit (`crest profile fit`, a campaign's search.prior) reads
+// from a campaign report (the JSON of `crest campaign report --format
+// json`): one model's trusted search runs, grouped by configuration into
+// the mean figures the fit weighs by runs.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 #include "sim/profile_fit.h"
 
-namespace crest::cli {
+namespace crest::controller {
 
 struct ReportRuns {
   std::string campaign;  // the report's id
@@ -28,4 +29,4 @@ struct ReportRuns {
 // FAILED_PRECONDITION when no run of the model can be trusted.
 absl::StatusOr<ReportRuns> RunsOfReport(const nlohmann::json& report, const std::string& model);
 
-}  // namespace crest::cli
+}  // namespace crest::controller

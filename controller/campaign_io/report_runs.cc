@@ -1,4 +1,4 @@
-#include "cli/profile_input.h"
+#include "controller/campaign_io/report_runs.h"
 
 #include <map>
 #include <tuple>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace crest::cli {
+namespace crest::controller {
 namespace {
 
 using nlohmann::json;
@@ -124,4 +124,4 @@ absl::StatusOr<ReportRuns> RunsOfReport(const json& report, const std::string& m
   return out;
 }
 
-}  // namespace crest::cli
+}  // namespace crest::controller
