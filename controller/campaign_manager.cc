@@ -8,9 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/time_util.h"
 
+#include "common/paths.h"
 #include "common/status.h"
 #include "controller/campaign_io/batch_fill.h"
 #include "controller/campaign_io/spec_validator.h"
+#include "controller/campaign_prior.h"
 #include "controller/campaign_report.h"
 #include "controller/campaign_view.h"
 #include "controller/search/kv_blocks.h"
@@ -21,6 +23,16 @@
 namespace crest::controller {
 
 using crest::v1::Campaign;
+
+namespace {
+
+// Where a search.prior's fit finds the shipped profiles and GSM8K.
+absl::StatusOr<std::string> PriorShareDir(const ManagerOptions& options) {
+  if (!options.share_dir.empty()) return options.share_dir;
+  return ShareDir();
+}
+
+}  // namespace
 
 CampaignManager::CampaignManager(StateStore* store, AgentRegistry* registry,
                                  AgentConnector* connector, const Clock* clock, Metrics* metrics,
@@ -52,8 +64,6 @@ absl::Status CampaignManager::Start() {
     for (auto& stored : snap.campaigns) {
       Run run;
       run.stored = std::move(stored);
-      auto strategy = MakeStrategy(run.stored.campaign.spec().search().strategy());
-      run.strategy = strategy.ok() ? std::move(*strategy) : std::make_unique<PracticeSearch>();
       run.next_trial = NextTrialNumber(run.stored.trials);
       for (auto& t : InterruptUnfinished(&run.stored.trials, Now())) batch.trials.push_back(t);
       const std::string id = run.stored.campaign.id();
@@ -139,21 +149,26 @@ absl::StatusOr<Campaign> CampaignManager::Create(crest::v1::CampaignSpec spec) {
   ApplySpecDefaults(&spec);
   CREST_RETURN_IF_ERROR(CheckCampaignSpec(spec));
   CREST_RETURN_IF_ERROR(CheckAgentLimits(spec, registry_->List()));
-  CREST_ASSIGN_OR_RETURN(auto strategy, MakeStrategy(spec.search().strategy()));
+  CREST_RETURN_IF_ERROR(MakeStrategy(spec.search().strategy()).status());
+  std::vector<std::string> prior_warnings;
+  CREST_ASSIGN_OR_RETURN(auto prior_states, FitPriors(spec, &prior_warnings));
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the controller is shutting down");
   if (!writer_.error().ok()) return writer_.Refusal();
   CREST_ASSIGN_OR_RETURN(int64_t number, store_->NextCampaignNumber());
   Run run;
-  run.strategy = std::move(strategy);
+  run.stored.models = std::move(prior_states);
   Campaign& c = run.stored.campaign;
   c.set_id(absl::StrCat("c", number));
   *c.mutable_spec() = std::move(spec);
   c.set_state(crest::v1::CAMPAIGN_PENDING);
   for (std::string& w : SpecWarnings(c.spec())) c.add_warnings(std::move(w));
+  for (std::string& w : prior_warnings) c.add_warnings(std::move(w));
   *c.mutable_created() = Now();
   Batch batch;
   batch.campaigns.push_back(c);
+  for (const auto& [model, state] : run.stored.models)
+    batch.models.push_back({{c.id(), model}, state});
   CREST_RETURN_IF_ERROR(Persist(batch, "", "the campaign"));
   spdlog::info("campaign {} '{}' created with {} models", c.id(), c.spec().name(),
                c.spec().models_size());
@@ -164,6 +179,81 @@ absl::StatusOr<Campaign> CampaignManager::Create(crest::v1::CampaignSpec spec) {
   UpdateCampaignMetrics();
   notifier_.Changed(id);
   return View(runs_[id]);
+}
+
+absl::StatusOr<std::map<std::string, ModelState>> CampaignManager::FitPriors(
+    const crest::v1::CampaignSpec& spec, std::vector<std::string>* warnings) {
+  std::map<std::string, ModelState> states;
+  const std::string& prior = spec.search().prior();
+  if (prior.empty()) return states;
+  StoredCampaign stored;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = runs_.find(prior);
+    if (it == runs_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("search.prior: no campaign '", prior, "' to learn from"));
+    }
+    if (!IsFinal(it->second.stored.campaign.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("search.prior: campaign ", prior,
+                       " has not ended; its runs may still change, so learn from it once it has"));
+    }
+    stored = it->second.stored;
+  }
+  // The fits play virtual-time benchmarks: outside the lock.
+  absl::StatusOr<std::string> share = PriorShareDir(options_);
+  if (!share.ok()) return share.status();
+  const crest::v1::CampaignReport report = BuildReport(stored);
+  std::vector<std::string> cold;
+  for (const auto& model : spec.models()) {
+    absl::StatusOr<PriorFit> fit = FitPrior(report, stored.campaign.spec(), model, *share);
+    if (!fit.ok()) {
+      cold.push_back(absl::StrCat(model.name(), ": ", fit.status().message()));
+      continue;
+    }
+    ModelState& ms = states[model.name()];
+    ms.prior_profile = std::move(fit->profile_json);
+    ms.prior_source = std::move(fit->source);
+    ms.prior_block_num = fit->npu_block_num;
+    spdlog::info("search.prior {}: model {} warm-starts from {}", prior, model.name(),
+                 ms.prior_source);
+  }
+  if (states.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("search.prior: campaign ", prior,
+                                                   " cannot warm-start any model (",
+                                                   absl::StrJoin(cold, "; "), ")"));
+  }
+  for (const std::string& why : cold) {
+    warnings->push_back(absl::StrCat("search.prior ", prior, " cannot warm-start ", why,
+                                     "; its search starts cold"));
+  }
+  return states;
+}
+
+void CampaignManager::PredictFromPrior(Run& run, const std::string& model) {
+  const auto& spec = run.stored.campaign.spec();
+  ModelState ms = run.stored.models[model];
+  if (ms.prior_profile.empty() || ms.prior_peak > 0 || !ms.prior_note.empty()) return;
+  if (NeedsBlockNum(spec.search()) && ms.npu_block_num == 0) return;
+  const SearchSpace space = SearchSpaceFor(spec, ms.npu_block_num);
+  absl::StatusOr<std::string> share = PriorShareDir(options_);
+  // This campaign's daemon's capacity when it reported one, else the prior's.
+  const int64_t blocks = ms.npu_block_num > 0 ? ms.npu_block_num : ms.prior_block_num;
+  absl::StatusOr<int64_t> peak =
+      share.ok() ? PredictPeak(ms.prior_profile, spec, blocks, space.lo, space.hi, *share)
+                 : absl::StatusOr<int64_t>(share.status());
+  if (peak.ok() && *peak > 0) {
+    ms.prior_peak = *peak;
+    spdlog::info("campaign {} model {}: {} predicts the peak at maxBatchSize {} (npuBlockNum {})",
+                 run.stored.campaign.id(), model, ms.prior_source, ms.prior_peak, blocks);
+  } else {
+    ms.prior_note = absl::StrCat(
+        "search.prior: ", ms.prior_source, " predicts no peak for this campaign (",
+        peak.ok() ? "an empty curve" : peak.status().message(), "); the search started cold");
+    spdlog::warn("campaign {} model {}: {}", run.stored.campaign.id(), model, ms.prior_note);
+  }
+  if (SetModelState(run, model, ms)) notifier_.Changed(run.stored.campaign.id());
 }
 
 absl::StatusOr<Campaign> CampaignManager::Get(const std::string& id) const {
@@ -230,8 +320,8 @@ void CampaignManager::UpdateCampaignMetrics() {
 }
 
 Campaign CampaignManager::View(const Run& run) const {
-  Campaign c = CampaignView(run.stored, *run.strategy, jobs_.Of(run.stored.campaign.id()),
-                            run.progress, writer_.error().ok() ? "" : writer_.Refusal().message());
+  Campaign c = CampaignView(run.stored, jobs_.Of(run.stored.campaign.id()), run.progress,
+                            writer_.error().ok() ? "" : writer_.Refusal().message());
   for (auto& mp : *c.mutable_models()) {
     auto drain = draining_.find(absl::StrCat(c.id(), "/", mp.model()));
     if (drain != draining_.end() && !mp.done() && jobs_.Count(c.id(), mp.model()) == 0) {
@@ -393,8 +483,10 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
       return ms.done;
     }
   }
-  ModelPlan plan = PlanModel(spec, model, ms, run.stored.trials, *run.strategy, running,
-                             nodes.size(), probe_failures_[key], EligibleNodeSlots(model, agents));
+  PredictFromPrior(run, model.name());
+  ModelPlan plan =
+      PlanModel(spec, model, ms, run.stored.trials, *ModelStrategy(spec.search().strategy(), ms),
+                running, nodes.size(), probe_failures_[key], EligibleNodeSlots(model, agents));
   if (plan.done_reason) {
     ModelState done = ms;
     done.done = true;

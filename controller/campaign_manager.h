@@ -49,6 +49,9 @@ struct ManagerOptions {
   absl::Duration call_timeout = absl::Seconds(15);
   // How often static agents are probed with GetNodeInfo (their heartbeat).
   absl::Duration probe_interval = absl::Seconds(2);
+  // Where the shipped profiles and GSM8K are (profiles/, datasets/gsm8k), for
+  // a search.prior's fit; empty: ShareDir().
+  std::string share_dir;
 };
 
 class CampaignManager {
@@ -92,7 +95,6 @@ class CampaignManager {
  private:
   struct Run {
     StoredCampaign stored;
-    std::unique_ptr<SearchStrategy> strategy;
     std::map<std::string, crest::v1::BenchmarkProgress> progress;  // trial -> latest
     bool finishing = false;                                        // restoring hosts
     int64_t next_trial = 1;
@@ -104,6 +106,14 @@ class CampaignManager {
   bool ScheduleModel(Run& run, int model_index, std::set<std::string>& busy)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFinish(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // search.prior: the fits of `spec`'s models to the prior campaign's runs,
+  // as their first states, and a warning per model that starts cold.
+  absl::StatusOr<std::map<std::string, ModelState>> FitPriors(const crest::v1::CampaignSpec& spec,
+                                                              std::vector<std::string>* warnings)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Once the range is known, the peak `model`'s prior fit predicts (or why
+  // none), recorded in its state.
+  void PredictFromPrior(Run& run, const std::string& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchProbe(Run& run, const std::string& model, const std::string& node)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchTrial(Run& run, crest::v1::Trial trial) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

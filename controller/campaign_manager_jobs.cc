@@ -198,10 +198,12 @@ std::optional<Trial> CampaignManager::NextRateRun(JobTable::Job* job, Trial ende
   for (const auto& model : spec.models()) {
     if (model.name() != job->model) continue;
     // This job is the model's only one: the rate search runs on one node.
-    ModelPlan plan = PlanModel(spec, model, run.stored.models[model.name()], run.stored.trials,
-                               *run.strategy, /*running=*/0, /*free_nodes=*/1,
-                               probe_failures_[absl::StrCat(job->campaign, "/", model.name())],
-                               EligibleNodeSlots(model, registry_->List()));
+    const ModelState& ms = run.stored.models[model.name()];
+    ModelPlan plan =
+        PlanModel(spec, model, ms, run.stored.trials, *ModelStrategy(spec.search().strategy(), ms),
+                  /*running=*/0,
+                  /*free_nodes=*/1, probe_failures_[absl::StrCat(job->campaign, "/", model.name())],
+                  EligibleNodeSlots(model, registry_->List()));
     if (plan.trials.size() != 1 || !plan.trials[0].rate_search ||
         !SameServerConfig(plan.trials[0].parameters, previous.parameters())) {
       return std::nullopt;

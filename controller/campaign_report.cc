@@ -21,8 +21,8 @@ void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
   const auto& spec = stored.campaign.spec();
   if (!spec.calibrate() && !spec.has_rate_search()) return;
   auto ms = stored.models.find(model);
-  const int64_t blocks = ms == stored.models.end() ? 0 : ms->second.npu_block_num;
-  std::optional<ChosenPoint> chosen = ChosenPointOf(spec, model, blocks, stored.trials);
+  std::optional<ChosenPoint> chosen = ChosenPointOf(
+      spec, model, ms == stored.models.end() ? ModelState{} : ms->second, stored.trials);
   if (!chosen) return;
   std::optional<crest::v1::CalibrationReport> calibration;
   if (spec.calibrate()) {
@@ -91,9 +91,13 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
       }
     }
     mr->set_rounds(Rounds(stored.trials, m.name()));
-    auto strategy = MakeStrategy(stored.campaign.spec().search().strategy());
-    mr->set_strategy(strategy.ok() ? (*strategy)->Name()
-                                   : stored.campaign.spec().search().strategy());
+    auto ms = stored.models.find(m.name());
+    mr->set_strategy(ModelStrategy(stored.campaign.spec().search().strategy(),
+                                   ms == stored.models.end() ? ModelState{} : ms->second)
+                         ->Name());
+    if (ms != stored.models.end() && !ms->second.prior_note.empty()) {
+      report.add_warnings(absl::StrCat(m.name(), ": ", ms->second.prior_note));
+    }
     for (const auto& t : stored.trials) {
       if (t.model() == m.name()) *mr->add_trials() = t;
     }

@@ -37,8 +37,7 @@ void AddTrialActivity(const StoredCampaign& stored, const RunningJob& job,
 }  // namespace
 
 crest::v1::Campaign CampaignView(
-    const StoredCampaign& stored, const SearchStrategy& strategy,
-    const std::vector<RunningJob>& jobs,
+    const StoredCampaign& stored, const std::vector<RunningJob>& jobs,
     const std::map<std::string, crest::v1::BenchmarkProgress>& progress, absl::string_view halted) {
   crest::v1::Campaign c = stored.campaign;
   const auto& spec = c.spec();
@@ -60,6 +59,8 @@ crest::v1::Campaign CampaignView(
     mp->set_trials_failed(failed);
     if (auto best = ChosenBest(stored, m.name())) *mp->mutable_best() = *best;
     mp->set_npu_block_num(ms.npu_block_num);
+    mp->set_prior_peak(ms.prior_peak);
+    if (!ms.prior_profile.empty()) mp->set_prior_source(ms.prior_source);
     mp->set_done(ms.done);
     bool known = !NeedsBlockNum(spec.search()) || ms.npu_block_num > 0;
     if (known) {
@@ -67,7 +68,8 @@ crest::v1::Campaign CampaignView(
       mp->set_range_lo(space.lo);
       mp->set_range_hi(space.hi);
       uint32_t planned =
-          static_cast<uint32_t>(strategy.PlannedPoints(space)) * spec.search().repeats() +
+          static_cast<uint32_t>(ModelStrategy(spec.search().strategy(), ms)->PlannedPoints(space)) *
+              spec.search().repeats() +
           (spec.calibrate() ? std::max<uint32_t>(1, spec.search().repeats()) : 0) +
           (spec.has_rate_search() ? spec.rate_search().max_runs() : 0) + interrupted;
       mp->set_trials_planned(ms.done ? done : std::max(planned, done));

@@ -1,8 +1,9 @@
 // The progress view of a campaign that Get, List and WatchCampaign return:
 // per model the trials done, failed and planned, the best point so far, the
-// searched range, and what runs right now. A function of the stored campaign,
-// its search strategy and its running jobs only, so the manager computes it
-// under its lock and every watcher sees the same snapshot.
+// searched range, and what runs right now. A function of the stored campaign
+// (each model's strategy follows from it) and its running jobs only, so the
+// manager computes it under its lock and every watcher sees the same
+// snapshot.
 #pragma once
 
 #include <map>
@@ -28,8 +29,7 @@ struct RunningJob {
 // benchmark progress by trial id; `halted`: why nothing more is scheduled
 // although the campaign has not ended ("" when it is not halted).
 crest::v1::Campaign CampaignView(
-    const StoredCampaign& stored, const SearchStrategy& strategy,
-    const std::vector<RunningJob>& jobs,
+    const StoredCampaign& stored, const std::vector<RunningJob>& jobs,
     const std::map<std::string, crest::v1::BenchmarkProgress>& progress,
     absl::string_view halted = "");
 

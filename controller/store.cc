@@ -75,6 +75,13 @@ std::string ModelStateToJson(const ModelState& m) {
                       {"probe_node", m.probe_node},
                       {"done", m.done},
                       {"done_reason", m.done_reason}};
+  if (!m.prior_profile.empty() || !m.prior_note.empty()) {
+    j["prior_profile"] = m.prior_profile;
+    j["prior_source"] = m.prior_source;
+    j["prior_block_num"] = m.prior_block_num;
+    j["prior_peak"] = m.prior_peak;
+    j["prior_note"] = m.prior_note;
+  }
   return j.dump();
 }
 
@@ -86,6 +93,11 @@ ModelState ModelStateFromJson(const std::string& text) {
   m.probe_node = j.value("probe_node", std::string());
   m.done = j.value("done", false);
   m.done_reason = j.value("done_reason", std::string());
+  m.prior_profile = j.value("prior_profile", std::string());
+  m.prior_source = j.value("prior_source", std::string());
+  m.prior_block_num = j.value("prior_block_num", int64_t{0});
+  m.prior_peak = j.value("prior_peak", int64_t{0});
+  m.prior_note = j.value("prior_note", std::string());
   return m;
 }
 

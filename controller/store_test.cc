@@ -53,6 +53,10 @@ TEST(Store, RoundTripsEverything) {
     ModelState ms;
     ms.npu_block_num = 2176;
     ms.probe_node = "n1";
+    ms.prior_profile = R"({"name": "fitted"})";
+    ms.prior_source = "campaign c0's fit";
+    ms.prior_block_num = 2000;
+    ms.prior_peak = 412;
     b.models.push_back({{"c1", "m"}, ms});
     b.tuned.emplace_back("c1", "n1");
     b.tuned.emplace_back("c1", "n2");
@@ -77,6 +81,10 @@ TEST(Store, RoundTripsEverything) {
   EXPECT_DOUBLE_EQ(c.trials[0].result().generate_speed(), 1234.5);
   EXPECT_EQ(c.models.at("m").npu_block_num, 2176);
   EXPECT_EQ(c.models.at("m").probe_node, "n1");
+  EXPECT_EQ(c.models.at("m").prior_profile, R"({"name": "fitted"})");
+  EXPECT_EQ(c.models.at("m").prior_source, "campaign c0's fit");
+  EXPECT_EQ(c.models.at("m").prior_block_num, 2000);
+  EXPECT_EQ(c.models.at("m").prior_peak, 412);
   EXPECT_THAT(c.tuned, ::testing::ElementsAre("n1", "n2"));
   EXPECT_THAT(c.restored, ::testing::ElementsAre("n2"));
   ASSERT_EQ(snap->agents.size(), 1u);

@@ -1,11 +1,11 @@
-#include "cli/profile_input.h"
+#include "controller/campaign_io/report_runs.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace crest::cli {
+namespace crest::controller {
 namespace {
 
 using nlohmann::json;
@@ -67,4 +67,4 @@ TEST(RunsOfReportTest, SaysWhyAReportCannotBeFitted) {
 }
 
 }  // namespace
-}  // namespace crest::cli
+}  // namespace crest::controller

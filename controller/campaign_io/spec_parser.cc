@@ -85,7 +85,7 @@ class Walker : public SpecYamlWalker {
     auto* s = spec->mutable_search();
     Map(node, "search",
         {"parameter", "range", "initial", "step", "strategy", "repeats", "tolerance", "max_trials",
-         "cache_block_size", "neighbour_noise"},
+         "cache_block_size", "neighbour_noise", "prior"},
         [&](const std::string& key, const YAML::Node& v, const std::string& p) {
           if (key == "parameter") {
             String(v, p, s->mutable_parameter(), "a ScheduleConfig key");
@@ -124,6 +124,8 @@ class Walker : public SpecYamlWalker {
             if (Int(v, p, 1, kMaxBatchSize.max, &x, "a positive step")) s->set_step(x);
           } else if (key == "strategy") {
             String(v, p, s->mutable_strategy(), "a strategy name");
+          } else if (key == "prior") {
+            String(v, p, s->mutable_prior(), "a campaign id such as c12");
           } else if (key == "repeats") {
             UInt<uint32_t>(
                 v, p, 1, 100, [s](uint32_t x) { s->set_repeats(x); }, "a repeat count");

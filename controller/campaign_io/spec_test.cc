@@ -196,6 +196,28 @@ calibrate: true
   EXPECT_EQ(parsed.spec.client().task_kind(), crest::v1::TASK_KIND_TEXT);
 }
 
+TEST(SpecParser, APriorCampaignWarmStartsTheDefaultSearchOnly) {
+  ParsedSpec ok = ParseAndValidateCampaignSpec(R"(name: x
+models: [{name: m}]
+search: {prior: c12}
+)");
+  EXPECT_TRUE(ok.problems.empty()) << FormatProblems(ok.problems);
+  EXPECT_EQ(ok.spec.search().prior(), "c12");
+  ParsedSpec practice = ParseAndValidateCampaignSpec(R"(name: x
+models: [{name: m}]
+search: {strategy: practice, prior: c12}
+)");
+  EXPECT_THAT(Messages(practice),
+              ::testing::Contains(HasSubstr(
+                  "search.prior: a warm start needs the default strategy (knee), not 'practice'")));
+  ParsedSpec list = ParseAndValidateCampaignSpec(R"(name: x
+models: [{name: m}]
+search: {prior: [c1, c2]}
+)");
+  EXPECT_THAT(Messages(list), ::testing::Contains(HasSubstr("spec.yaml:3: search.prior: expected "
+                                                            "a campaign id such as c12")));
+}
+
 TEST(SpecParser, RateSearchKeysAndDefaults) {
   ParsedSpec full = ParseAndValidateCampaignSpec(R"(name: x
 models: [{name: m}]

@@ -214,6 +214,10 @@ class SpecChecker {
                        "' (known: ", absl::StrJoin(strategies, ", "), ")",
                        hint.empty() ? "" : absl::StrCat("; did you mean '", hint, "'?")));
     }
+    if (!s.prior().empty() && StrategyKindOf(s.strategy()) != StrategyKind::kKnee) {
+      Add("search.prior",
+          absl::StrCat("a warm start needs the default strategy (knee), not '", s.strategy(), "'"));
+    }
     if (s.repeats() < 1 || s.repeats() > 100) Add("search.repeats", "must lie in [1, 100]");
     if (s.tolerance() < 0 || s.tolerance() >= 1) {
       Add("search.tolerance", "must lie in [0, 1) (a relative drop such as 0.02)");

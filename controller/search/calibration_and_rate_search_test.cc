@@ -66,7 +66,7 @@ Trial RateRunAt(double rate, uint32_t index, double speed,
 }
 
 ChosenPoint Chosen(const crest::v1::CampaignSpec& spec, const std::vector<Trial>& trials) {
-  auto chosen = ChosenPointOf(spec, "m", 0, trials);
+  auto chosen = ChosenPointOf(spec, "m", ModelState{}, trials);
   EXPECT_TRUE(chosen.has_value());
   return chosen.value_or(ChosenPoint{});
 }
@@ -81,7 +81,7 @@ TEST(ChosenPointOf, TheAnswerWithTheMeansOfItsRuns) {
   EXPECT_DOUBLE_EQ(c.first_token_ms, 120.4);
   EXPECT_DOUBLE_EQ(c.qps, 20);
   EXPECT_DOUBLE_EQ(c.noise, 0.02);  // nothing ran twice: the prior
-  EXPECT_FALSE(ChosenPointOf(spec, "m", 0, {}).has_value());
+  EXPECT_FALSE(ChosenPointOf(spec, "m", ModelState{}, {}).has_value());
 }
 
 TEST(ChosenPointOf, ComparesPointsAsIfOnOneNodeAndReportsWhatWasMeasured) {

@@ -18,6 +18,16 @@ struct ModelState {
   std::string probe_node;
   bool done = false;
   std::string done_reason;
+  // search.prior (controller/campaign_prior.h): the profile fitted to the
+  // prior campaign's runs of this model, at creation ("": none, or the fit
+  // failed), where it came from, and what the prior's daemon reported.
+  std::string prior_profile;
+  std::string prior_source;
+  int64_t prior_block_num = 0;
+  // The peak the fit predicts for this campaign's workload (0: not yet), or
+  // why it predicts none, and the search starts cold.
+  int64_t prior_peak = 0;
+  std::string prior_note;
 };
 
 // One model of one campaign: the key of per-model state.

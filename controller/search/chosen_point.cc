@@ -19,19 +19,18 @@ using crest::v1::Trial;
 }  // namespace
 
 std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
-                                         const std::string& model, int64_t npu_block_num,
+                                         const std::string& model, const ModelState& state,
                                          const std::vector<Trial>& trials) {
-  auto strategy = MakeStrategy(spec.search().strategy());
-  if (!strategy.ok()) return std::nullopt;
+  const std::unique_ptr<SearchStrategy> strategy = ModelStrategy(spec.search().strategy(), state);
   const int max_attempts = 1 + static_cast<int>(spec.limits().max_retries());
-  const SearchSpace space = SearchSpaceFor(spec, npu_block_num);
+  const SearchSpace space = SearchSpaceFor(spec, state.npu_block_num);
   const auto outcomes = RepeatOutcomes(trials, model, false, max_attempts);
   // The factors the search compared its points with are also reported.
   std::map<std::string, NodeFactor> factors = NodeFactorsOf(outcomes, space.noise_prior);
   const auto finished =
       FinishedPoints(outcomes, std::max<uint32_t>(1, spec.search().repeats()), factors,
                      SearchMakeups(outcomes, space.max_points, spec.limits().max_retries()));
-  std::optional<SearchAnswer> answer = (*strategy)->Best(space, finished);
+  std::optional<SearchAnswer> answer = strategy->Best(space, finished);
   if (!answer) return std::nullopt;
   ChosenPoint chosen;
   chosen.answer = *answer;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "controller/search/campaign_records.h"
 #include "controller/search/node_effects.h"
 #include "controller/search/search.h"
 #include "controller/search/trial_outcomes.h"
@@ -38,7 +39,7 @@ struct ChosenPoint {
 // The search's answer for `model` (SearchStrategy::Best over its search
 // trials) with the means of its runs; nullopt when no point is usable.
 std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
-                                         const std::string& model, int64_t npu_block_num,
+                                         const std::string& model, const ModelState& state,
                                          const std::vector<crest::v1::Trial>& trials);
 
 }  // namespace crest::controller

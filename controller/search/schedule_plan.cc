@@ -146,8 +146,7 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
   // and its rate searched, one step after the other.
   if (running > 0) return plan;
   std::string reason = decision.reason;
-  std::optional<ChosenPoint> chosen =
-      ChosenPointOf(spec, model.name(), state.npu_block_num, trials);
+  std::optional<ChosenPoint> chosen = ChosenPointOf(spec, model.name(), state, trials);
   if (chosen && spec.calibrate()) {
     crest::v1::CalibrationReport calibration =
         EvaluateCalibration(spec, model.name(), trials, *chosen);

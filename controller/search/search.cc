@@ -8,6 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include "controller/search/campaign_records.h"
+#include "controller/search/warm_start.h"
+
 namespace crest::controller {
 namespace {
 
@@ -225,6 +228,15 @@ absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeStrategy(const std::string& 
   }
   return absl::InternalError(absl::StrCat("search strategy '", name, "': kind ",
                                           static_cast<int>(*kind), " has no strategy"));
+}
+
+std::unique_ptr<SearchStrategy> ModelStrategy(const std::string& name, const ModelState& state) {
+  if (state.prior_peak > 0) {
+    return std::make_unique<WarmStartSearch>(state.prior_peak, state.prior_source);
+  }
+  absl::StatusOr<std::unique_ptr<SearchStrategy>> strategy = MakeStrategy(name);
+  if (!strategy.ok()) return std::make_unique<PracticeSearch>();
+  return std::move(*strategy);
 }
 
 }  // namespace crest::controller

@@ -165,4 +165,11 @@ size_t RunsMeasured(const Outcomes& finished);
 // kDefaultStrategy); an unknown name is an error listing the known ones.
 absl::StatusOr<std::unique_ptr<SearchStrategy>> MakeStrategy(const std::string& name);
 
+struct ModelState;
+// The strategy of one model of a campaign whose search strategy is `name`:
+// a WarmStartSearch (warm_start.h) at `state`'s predicted peak when its
+// search.prior predicted one, else MakeStrategy(name). A name this build
+// does not know (a spec stored by another version) searches as the practice.
+std::unique_ptr<SearchStrategy> ModelStrategy(const std::string& name, const ModelState& state);
+
 }  // namespace crest::controller

@@ -1,7 +1,8 @@
 // End to end: learning from a campaign. A real campaign runs on mindie-sim
 // through an agent and the controller; `crest profile fit --campaign`
 // fits a profile to its trusted runs through the controller; `crest profile
-// predict` answers for the measured workload and for a what-if one.
+// predict` answers for the measured workload and for a what-if one; a
+// second campaign warm-starts from the first (search.prior).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -125,6 +126,45 @@ client: {request_count: 300, max_output_len: 64}
   EXPECT_NEAR(what_if_json["workload"]["npuBlockNum"].get<double>(),
               1.4 * static_cast<double>(blocks), 2.0);
   EXPECT_GT(what_if_json["peak"]["maxBatchSize"].get<int64_t>(), 0);
+
+  // A second campaign learns from the first (search.prior): the controller
+  // fits the first's runs itself, predicts the peak for this campaign's
+  // probe, and measures the prediction and its two neighbours first.
+  std::string warm_id = Submit(absl::StrCat(R"(name: warm
+models: [{name: LLaMa3-8B}]
+search: {max_trials: 12, prior: )",
+                                            id, R"(}
+client: {request_count: 300, max_output_len: 64}
+)"));
+  CommandResult warm_watch = Watch(warm_id);
+  ASSERT_EQ(warm_watch.code, 0) << warm_watch.output;
+  ASSERT_TRUE(controller_
+                  ->WaitForLine(absl::StrCat("campaign ", warm_id, " model LLaMa3-8B: campaign ",
+                                             id, "'s fit"),
+                                kStartup)
+                  .ok());
+  const nlohmann::json warm_report = Report(warm_id);
+  const auto& warm = Model(warm_report, "LLaMa3-8B");
+  EXPECT_EQ(warm["strategy"], "warm-start") << warm.dump(2);
+  ASSERT_FALSE(warm["best"].is_null()) << warm.dump(2);
+  const std::string basis = warm["best"]["basis"];
+  EXPECT_THAT(basis, ::testing::StartsWith("prior")) << warm["best"].dump(2);
+  std::vector<int64_t> searched;
+  for (const auto& t : warm["trials"]) {
+    if (!t["calibration"].get<bool>()) searched.push_back(t["maxBatchSize"].get<int64_t>());
+  }
+  ASSERT_GE(searched.size(), 3u) << warm.dump(2);
+  // Held, the prediction is confirmed by its bracket alone: 3 runs where
+  // the first campaign needed its whole search.
+  if (basis == "prior") {
+    EXPECT_EQ(searched.size(), 3u) << warm.dump(2);
+    EXPECT_LT(searched.size(), model["trials"].size());
+  }
+  const int64_t centre = searched[0];
+  EXPECT_NEAR(static_cast<double>(searched[1]), 0.97 * static_cast<double>(centre), 1.5);
+  EXPECT_NEAR(static_cast<double>(searched[2]), 1.03 * static_cast<double>(centre), 1.5);
+  EXPECT_NEAR(warm["best"]["GenerateSpeed"].get<double>() / best_speed, 1, 0.30)
+      << warm["best"].dump() << " against " << model["best"].dump();
 }
 
 TEST_F(ProfileFitE2e, AReportWithoutTrustedRunsIsRefusedAndWritesNothing) {
