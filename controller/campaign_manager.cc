@@ -484,9 +484,18 @@ bool CampaignManager::ScheduleModel(Run& run, int model_index, std::set<std::str
     }
   }
   PredictFromPrior(run, model.name());
-  ModelPlan plan =
-      PlanModel(spec, model, ms, run.stored.trials, *ModelStrategy(spec.search().strategy(), ms),
-                running, nodes.size(), probe_failures_[key], EligibleNodeSlots(model, agents));
+  // A fleet's nodes: the ready eligible ones, busy or not.
+  std::vector<std::string> fleet;
+  if (model.fleet()) {
+    for (const auto& node_slot :
+         FreeEligibleNodes(model, agents, [](const std::string&) { return false; })) {
+      const std::string node = ParseNodeSlot(node_slot).node;
+      if (std::find(fleet.begin(), fleet.end(), node) == fleet.end()) fleet.push_back(node);
+    }
+  }
+  ModelPlan plan = PlanModel(spec, model, ms, run.stored.trials,
+                             *ModelStrategy(spec.search().strategy(), ms), running, nodes.size(),
+                             probe_failures_[key], EligibleNodeSlots(model, agents), fleet);
   if (plan.done_reason) {
     ModelState done = ms;
     done.done = true;

@@ -74,7 +74,10 @@ void CampaignManager::LaunchTrial(Run& run, Trial trial) {
   run.stored.trials.push_back(trial);
   spdlog::info("campaign {} model {}: trial {} maxBatchSize {} (repeat {}, attempt {}{}) on {}",
                trial.campaign_id(), trial.model(), trial.id(), trial.parameters().max_batch_size(),
-               trial.repeat(), trial.attempt(), trial.calibration() ? ", calibration" : "",
+               trial.repeat(), trial.attempt(),
+               trial.calibration()    ? ", calibration"
+               : trial.confirmation() ? ", confirmation"
+                                      : "",
                NodeSlotKey(trial.node(), trial.slot()));
   registry_->SetRunningTrial(trial.node(), trial.slot(), trial.id());
   // A sweep's job runs one trial after another: progress goes to the current one.

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "common/testing/status_matchers.h"
+#include "controller/campaign_io/report.h"
 #include "controller/search/trial_outcomes.h"
 #include "controller/testing/manager_fixture.h"
 
@@ -179,6 +180,45 @@ search: {repeats: 2}
   auto report = manager_->Report(c->id());
   EXPECT_EQ(report->models(0).best().parameters().max_batch_size(), 500);
   EXPECT_EQ(report->models(1).best().parameters().max_batch_size(), 600);
+}
+
+TEST_F(ManagerTest, AFleetSearchesOnOneNodeAndConfirmsTheAnswerOnEveryOther) {
+  // Four nodes of one label; d is 10% slower.
+  for (const char* n : {"a", "b", "c"}) AddAgent(n)->SetCurve(PracticeCurve);
+  AddAgent("d")->SetCurve([](int64_t b) { return 0.9 * PracticeCurve(b); });
+  CREST_ASSERT_OK(manager_->Start());
+  auto c = manager_->Create(Spec(R"(name: fleet
+models: [{name: m, parallel: 1, fleet: true}]
+)"));
+  CREST_ASSERT_OK(c);
+  ASSERT_TRUE(WaitForState(c->id(), crest::v1::CAMPAIGN_SUCCEEDED));
+  std::vector<std::string> searched, confirmed;
+  for (const auto& t : Trials(c->id())) {
+    if (t.confirmation()) {
+      EXPECT_EQ(t.parameters().max_batch_size(), 500) << t.DebugString();
+      confirmed.push_back(t.node());
+    } else {
+      searched.push_back(absl::StrCat(t.parameters().max_batch_size(), "@", t.node()));
+    }
+  }
+  // The practice's ladder on one node, then one run on each other node.
+  EXPECT_THAT(searched, ElementsAre("435@a", "500@a", "600@a"));
+  EXPECT_THAT(confirmed, ::testing::UnorderedElementsAre("b", "c", "d"));
+  auto report = manager_->Report(c->id());
+  CREST_ASSERT_OK(report);
+  const auto& m = report->models(0);
+  EXPECT_EQ(m.best().parameters().max_batch_size(), 500);
+  EXPECT_DOUBLE_EQ(m.best().generate_speed(), 2980.3);  // the search's figure, not the fleet's
+  ASSERT_EQ(m.fleet_size(), 4);
+  EXPECT_EQ(m.fleet(0).node(), "a");
+  EXPECT_TRUE(m.fleet(0).searched());
+  std::map<std::string, double> ratio;
+  for (const auto& f : m.fleet()) ratio[f.node()] = f.ratio();
+  EXPECT_DOUBLE_EQ(ratio["b"], 1.0);
+  EXPECT_NEAR(ratio["d"], 0.9, 1e-9);
+  EXPECT_THAT(manager_->Get(c->id())->models(0).activity(),
+              HasSubstr("fleet: the final configuration confirmed on 3 more nodes"));
+  EXPECT_THAT(ReportToTable(*report), HasSubstr("(confirmed)"));
 }
 
 TEST_F(ManagerTest, ParallelCountsTheSlotsOfOneNode) {

@@ -1,5 +1,6 @@
 #include "controller/campaign_report.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -7,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "controller/campaign_io/trial_kind.h"
+#include "controller/search/fleet.h"
 #include "controller/search/kv_blocks.h"
 #include "controller/search/rate_search.h"
 #include "controller/search/trial_outcomes.h"
@@ -16,10 +19,11 @@ namespace crest::controller {
 namespace {
 
 // The calibration and the rate search of `model`, once its search has an answer.
-void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
+void AddAfterSearch(const StoredCampaign& stored, const crest::v1::ModelSpec& model_spec,
                     crest::v1::ModelReport* out) {
   const auto& spec = stored.campaign.spec();
-  if (!spec.calibrate() && !spec.has_rate_search()) return;
+  const std::string& model = model_spec.name();
+  if (!spec.calibrate() && !spec.has_rate_search() && !model_spec.fleet()) return;
   auto ms = stored.models.find(model);
   std::optional<ChosenPoint> chosen = ChosenPointOf(
       spec, model, ms == stored.models.end() ? ModelState{} : ms->second, stored.trials);
@@ -29,9 +33,25 @@ void AddAfterSearch(const StoredCampaign& stored, const std::string& model,
     calibration = EvaluateCalibration(spec, model, stored.trials, *chosen);
     *out->mutable_calibration() = *calibration;
   }
-  if (!spec.has_rate_search() || (calibration && calibration->outcome() == "pending")) return;
+  if (calibration && calibration->outcome() == "pending") return;
   const FinalConfig config =
       FinalConfigOf(spec, *chosen, calibration ? &*calibration : nullptr, stored.trials, model);
+  if (model_spec.fleet()) {
+    // The search's nodes first (they measured the final configuration).
+    std::vector<FleetNodeRuns> nodes = FleetNodes(stored.trials, model, config.parameters, {});
+    std::stable_partition(nodes.begin(), nodes.end(),
+                          [](const FleetNodeRuns& n) { return n.searched; });
+    for (const FleetNodeRuns& n : nodes) {
+      auto* f = out->add_fleet();
+      f->set_node(n.node);
+      f->set_generate_speed(n.generate_speed);
+      f->set_runs(n.runs);
+      f->set_ratio(config.generate_speed > 0 ? n.generate_speed / config.generate_speed : 0);
+      f->set_searched(n.searched);
+      if (n.runs == 0) f->set_reason(n.reason);
+    }
+  }
+  if (!spec.has_rate_search()) return;
   *out->mutable_rate_search() =
       EvaluateRateSearch(spec, model, stored.trials, config, chosen->noise, nullptr);
 }
@@ -61,8 +81,7 @@ std::set<std::string> FlagsOf(const std::vector<crest::v1::Trial>& trials,
                               const std::string& model) {
   std::set<std::string> flags;
   for (const auto& t : trials) {
-    if (t.model() == model && !t.calibration() && !t.rate_search() &&
-        t.status() == crest::v1::TRIAL_OK) {
+    if (t.model() == model && IsSearchRun(t) && t.status() == crest::v1::TRIAL_OK) {
       flags.insert(t.flags().begin(), t.flags().end());
     }
   }
@@ -102,7 +121,7 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
       if (t.model() == m.name()) *mr->add_trials() = t;
     }
     AddNodeSpeeds(stored, m.name(), mr);
-    AddAfterSearch(stored, m.name(), mr);
+    AddAfterSearch(stored, m, mr);
   }
   return report;
 }

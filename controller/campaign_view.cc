@@ -18,7 +18,9 @@ void AddTrialActivity(const StoredCampaign& stored, const RunningJob& job,
   for (const auto& t : stored.trials) {
     if (t.id() != job.trial_id) continue;
     if (mp->current_point() == 0) mp->set_current_point(t.parameters().max_batch_size());
-    std::string what = absl::StrCat(t.calibration() ? "calibrating at " : "measuring ",
+    std::string what = absl::StrCat(t.calibration()    ? "calibrating at "
+                                    : t.confirmation() ? "confirming "
+                                                       : "measuring ",
                                     t.parameters().max_batch_size(), " on ", job.node);
     if (t.rate_search()) {
       what = absl::StrCat("rate search at ", t.parameters().max_batch_size(), ": ",

@@ -45,6 +45,10 @@ constexpr double kPeakTarget = 0.98;    // the predicted peak's true share, meas
 constexpr double kWhatIfTarget = 0.97;  // the same for MaxOutputLen x2, npuMemSize +40%
 constexpr double kWarmRunsTarget = 3;   // a warm-started search's median runs
 constexpr double kWarmWorstTarget = 0.985;
+constexpr size_t kFleetNodes = 8;
+constexpr size_t kFleetSearchNodes = 4;        // of them, the fleet's search runs on
+constexpr double kFleetWallClockTarget = 0.5;  // fleet / independent wall-clock, median
+constexpr double kFleetQualityMargin = 0.005;  // found/peak the fleet may lose, median
 constexpr double kWhatIfMemory = 1.4;
 constexpr int kWhatIfOutputFactor = 2;
 
@@ -134,7 +138,20 @@ struct Warm {
   bool contradicted = false;
 };
 
+// A fleet of kFleetNodes alike nodes (one hardware label), tuned two ways:
+// a default search on every node, side by side (the slowest ends it), and a
+// fleet campaign (ModelSpec.fleet): the search on kFleetSearchNodes of them,
+// then one round that runs the answer on the rest. Wall-clock at time scale
+// 1; each node's true share at the answer it got.
+struct Fleet {
+  double independent_seconds = 0, fleet_seconds = 0, warm_fleet_seconds = 0;
+  double independent_share = 0;  // mean over the nodes
+  double independent_worst = 1;
+  double fleet_share = 0, warm_fleet_share = 0;
+};
+
 struct Play {
+  Fleet fleet;
   Scores fitted, start;
   Warm same, what_if;            // this workload again (another seed), and the what-if
   Warm cold_same, cold_what_if;  // the default search from nothing, same seeds
@@ -229,6 +246,37 @@ Play PlayJob(const Job& job, const std::vector<std::string>& questions, bool tra
       return out;
     };
     play.same = warm(truth, w, job.seed + 1000);
+    {
+      Bench b(truth);
+      const double peak = b.Peak().second;
+      Fleet& f = play.fleet;
+      for (size_t k = 0; k < kFleetNodes; ++k) {
+        const crest::bench::Play p =
+            crest::bench::PlayOut(*knee, truth.space, b, job.seed * 7919 + 5000 + k, 1, true);
+        f.independent_seconds = std::max(f.independent_seconds, p.seconds);
+        const double share = b.Truth(p.found) / peak;
+        f.independent_share += share / kFleetNodes;
+        f.independent_worst = std::min(f.independent_worst, share);
+      }
+      // The confirmation round: a daemon start and a benchmark at the answer.
+      auto confirmed = [&](const crest::bench::Play& p) {
+        return p.seconds + b.StartupSeconds() + b.At(p.found).elapsed;
+      };
+      const crest::bench::Play searched =
+          crest::bench::PlayOut(*knee, truth.space, b, job.seed + 5000, kFleetSearchNodes, true);
+      f.fleet_seconds = confirmed(searched);
+      f.fleet_share = b.Truth(searched.found) / peak;
+      const auto predicted =
+          crest::sim::PredictCurve(fit->profile, w, static_cast<int>(truth.space.lo),
+                                   static_cast<int>(truth.space.hi), 32)
+              .value();
+      const crest::controller::WarmStartSearch search(predicted.peak_max_batch_size,
+                                                      "the fitted profile");
+      const crest::bench::Play warmed =
+          crest::bench::PlayOut(search, truth.space, b, job.seed + 5000, kFleetSearchNodes, true);
+      f.warm_fleet_seconds = confirmed(warmed);
+      f.warm_fleet_share = b.Truth(warmed.found) / peak;
+    }
     auto cold = [&](const Case& c, uint64_t seed) {
       Bench b(c);
       const crest::bench::Play p = crest::bench::PlayOut(*knee, c.space, b, seed, 1, true);
@@ -264,6 +312,60 @@ Play PlayJob(const Job& job, const std::vector<std::string>& questions, bool tra
                  std::string(fit.status().message()).c_str());
   }
   return play;
+}
+
+// The fleet table, and its targets' lines for the end.
+std::string FleetTable(const std::vector<Row>& rows, std::string* targets) {
+  std::string text;
+  absl::StrAppendFormat(
+      &text,
+      "\nFleets: %zu alike nodes, the measured workload. Independent: the default search on "
+      "every node, side by side. Fleet: the default search on %zu of them (or warm-started "
+      "from the fit), then one round running its answer on the rest. Wall-clock at time scale "
+      "1, median over the seeds; found/peak: each node's answer's true share, mean over the "
+      "nodes, median / worst over the seeds.\n\n",
+      kFleetNodes, kFleetSearchNodes);
+  absl::StrAppendFormat(&text,
+                        "| case | wall-clock: independent \| fleet \| warm fleet | fleet / "
+                        "independent | found/peak: independent \| fleet \| warm fleet "
+                        "|\n|---|---|---|---|---|\n");
+  std::vector<double> fleet_ratios, fleet_losses, warm_ratios, warm_losses;
+  for (const Row& r : rows) {
+    std::vector<double> ind_s, fleet_s, warm_s, ind_q, fleet_q, warm_q;
+    for (const Play& p : r.plays) {
+      ind_s.push_back(p.fleet.independent_seconds);
+      fleet_s.push_back(p.fleet.fleet_seconds);
+      warm_s.push_back(p.fleet.warm_fleet_seconds);
+      ind_q.push_back(p.fleet.independent_share);
+      fleet_q.push_back(p.fleet.fleet_share);
+      warm_q.push_back(p.fleet.warm_fleet_share);
+      fleet_ratios.push_back(p.fleet.fleet_seconds / p.fleet.independent_seconds);
+      fleet_losses.push_back(p.fleet.independent_share - p.fleet.fleet_share);
+      warm_ratios.push_back(p.fleet.warm_fleet_seconds / p.fleet.independent_seconds);
+      warm_losses.push_back(p.fleet.independent_share - p.fleet.warm_fleet_share);
+    }
+    const double ratio = crest::bench::Quantile(fleet_s, 0.5) / crest::bench::Quantile(ind_s, 0.5);
+    absl::StrAppendFormat(
+        &text, "| %s | %.0f s \| %.0f s \| %.0f s | %.2f | %s \| %s \| %s |\n", r.label.c_str(),
+        crest::bench::Quantile(ind_s, 0.5), crest::bench::Quantile(fleet_s, 0.5),
+        crest::bench::Quantile(warm_s, 0.5), ratio, crest::bench::MedianWorst(ind_q).c_str(),
+        crest::bench::MedianWorst(fleet_q).c_str(), crest::bench::MedianWorst(warm_q).c_str());
+  }
+  auto verdict = [](bool met) { return met ? "met" : "NOT MET"; };
+  auto fleet_line = [&](const char* what, const std::vector<double>& ratios,
+                        const std::vector<double>& losses) {
+    const double ratio = crest::bench::Quantile(ratios, 0.5);
+    const double loss = crest::bench::Quantile(losses, 0.5);
+    absl::StrAppendFormat(
+        targets,
+        "  %s of %zu: wall-clock %.2f of the independent searches' (median; <= %.2f: %s), "
+        "found/peak %.2f points below theirs (median; <= %.1f: %s)\n",
+        what, kFleetNodes, ratio, kFleetWallClockTarget, verdict(ratio <= kFleetWallClockTarget),
+        100 * loss, 100 * kFleetQualityMargin, verdict(loss <= kFleetQualityMargin));
+  };
+  fleet_line("fleet, warm-started,", warm_ratios, warm_losses);
+  fleet_line("fleet, from nothing,", fleet_ratios, fleet_losses);
+  return text;
 }
 
 // The fit's table, the warm start's, and the targets.
@@ -351,6 +453,8 @@ std::string Tables(const std::vector<Row>& rows, int seeds) {
           100 * crest::bench::Quantile(cold_shares, 0.5), 100 * worst(cold_shares), contradicted);
     }
   }
+  std::string fleet_targets;
+  absl::StrAppend(&text, FleetTable(rows, &fleet_targets));
   auto verdict = [](bool met) { return met ? "met" : "NOT MET"; };
   absl::StrAppendFormat(&text, "\nTargets (every case, every seed):\n");
   absl::StrAppendFormat(
@@ -370,6 +474,7 @@ std::string Tables(const std::vector<Row>& rows, int seeds) {
       "  warm-started search: median runs %.0f (<= %.0f: %s), worst %.2f%% (>= %.1f%%: %s)\n",
       warm_median_runs, kWarmRunsTarget, verdict(warm_median_runs <= kWarmRunsTarget),
       100 * warm_worst, 100 * kWarmWorstTarget, verdict(warm_worst >= kWarmWorstTarget));
+  absl::StrAppend(&text, fleet_targets);
   return text;
 }
 

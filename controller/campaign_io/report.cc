@@ -13,6 +13,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 
+#include "controller/campaign_io/trial_kind.h"
+
 namespace crest::controller {
 namespace {
 
@@ -204,6 +206,7 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
                               {"concurrency", p.concurrency()},
                               {"status", TrialStatusName(t.status())},
                               {"calibration", t.calibration()},
+                              {"confirmation", t.confirmation()},
                               {"attempt", t.attempt()},
                               {"repeat", t.repeat()},
                               {"GenerateSpeed", r.generate_speed()},
@@ -233,6 +236,17 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
       for (const auto& n : m.node_speeds()) {
         jm["nodeSpeeds"].push_back(
             {{"node", n.node()}, {"factor", n.factor()}, {"sharedRuns", n.shared_runs()}});
+      }
+    }
+    if (m.fleet_size() > 0) {
+      jm["fleet"] = nlohmann::json::array();
+      for (const auto& f : m.fleet()) {
+        jm["fleet"].push_back({{"node", f.node()},
+                               {"GenerateSpeed", f.generate_speed()},
+                               {"runs", f.runs()},
+                               {"ratio", f.ratio()},
+                               {"searched", f.searched()},
+                               {"reason", f.reason()}});
       }
     }
     if (m.has_calibration()) jm["calibration"] = CalibrationJson(m.calibration());
@@ -274,6 +288,16 @@ std::string SearchSummaryText(const crest::v1::ModelReport& m) {
     absl::StrAppend(&out, "  node speeds, divided out before points were compared: ",
                     absl::StrJoin(speeds, ", "), "\n");
   }
+  if (m.fleet_size() > 0) {
+    absl::StrAppend(&out, "  fleet, at the final configuration:\n");
+    for (const auto& f : m.fleet()) {
+      absl::StrAppend(
+          &out, f.runs() > 0 ? absl::StrFormat("    %-20s %10.2f token/s  x%.3f  %s\n", f.node(),
+                                               f.generate_speed(), f.ratio(),
+                                               f.searched() ? "(searched)" : "(confirmed)")
+                             : absl::StrFormat("    %-20s no figure: %s\n", f.node(), f.reason()));
+    }
+  }
   return out;
 }
 
@@ -312,8 +336,9 @@ std::string ReportToTable(const crest::v1::CampaignReport& report) {
     };
     std::map<int64_t, Row> rows;
     for (const auto& t : m.trials()) {
-      // Calibrated and rate-search runs have their own lines below the table.
-      if (t.calibration() || t.rate_search()) continue;
+      // Calibrated, rate-search and confirmation runs have their own lines
+      // below the table.
+      if (!IsSearchRun(t)) continue;
       Row& row = rows[t.parameters().max_batch_size()];
       if (t.status() == crest::v1::TRIAL_OK) {
         if (t.flags_size() > 0) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 
 #include "controller/campaign_io/request_shape.h"
+#include "controller/campaign_io/trial_kind.h"
 
 namespace crest::controller {
 namespace {
@@ -49,8 +50,7 @@ absl::StatusOr<crest::ThroughputCurve> CurveOfModel(const crest::v1::CampaignRep
   int64_t blocks = 0;
   for (const auto& t : m.trials()) {
     if (t.npu_block_num() > 0) blocks = t.npu_block_num();
-    if (t.status() != crest::v1::TRIAL_OK || t.calibration() || t.rate_search() ||
-        t.flags_size() > 0) {
+    if (t.status() != crest::v1::TRIAL_OK || !IsSearchRun(t) || t.flags_size() > 0) {
       continue;
     }
     PointRuns& p = points[t.parameters().max_batch_size()];

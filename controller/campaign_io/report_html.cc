@@ -107,7 +107,7 @@ ModelData Analyse(const crest::v1::ModelReport& m, int64_t practice) {
     if (t.status() == crest::v1::TRIAL_OK) {
       xs.push_back(x);
       d.y_max = std::max(d.y_max, t.result().generate_speed());
-      if (!t.calibration()) d.speeds[x].push_back(t.result().generate_speed());
+      if (!t.calibration() && !t.confirmation()) d.speeds[x].push_back(t.result().generate_speed());
       if (t.result().has_daemon() && t.result().daemon().preemptions() > 0) d.bad.insert(x);
     } else if (t.status() == crest::v1::TRIAL_INFEASIBLE || t.status() == crest::v1::TRIAL_FAILED) {
       xs.push_back(x);

@@ -38,7 +38,7 @@ class Walker : public SpecYamlWalker {
       std::string path = absl::StrCat("models[", i, "]");
       auto* m = spec->add_models();
       Map(node[i], path,
-          {"name", "profile", "model_path", "nodes", "selector", "parallel", "exclusive"},
+          {"name", "profile", "model_path", "nodes", "selector", "parallel", "exclusive", "fleet"},
           [&](const std::string& key, const YAML::Node& v, const std::string& p) {
             if (key == "name") {
               String(v, p, m->mutable_name(), "a model name");
@@ -76,6 +76,9 @@ class Walker : public SpecYamlWalker {
             } else if (key == "exclusive") {
               bool b = false;
               if (Bool(v, p, &b)) m->set_exclusive(b);
+            } else if (key == "fleet") {
+              bool b = false;
+              if (Bool(v, p, &b)) m->set_fleet(b);
             }
           });
     }

@@ -27,6 +27,7 @@ models:
     exclusive: true
   - name: Qwen2-7B
     selector: {model: Qwen2-7B}
+    fleet: true
 search:
   parameter: maxBatchSize
   range: [100, 900]
@@ -64,6 +65,8 @@ TEST(SpecParser, ParsesEveryKey) {
   EXPECT_EQ(s.models(1).parallel(), 1u);  // default
   EXPECT_TRUE(s.models(0).exclusive());
   EXPECT_FALSE(s.models(1).exclusive());  // default
+  EXPECT_FALSE(s.models(0).fleet());      // default
+  EXPECT_TRUE(s.models(1).fleet());
   EXPECT_FALSE(s.search().range_auto());
   EXPECT_EQ(s.search().range_lo(), 100);
   EXPECT_EQ(s.search().range_hi(), 900);

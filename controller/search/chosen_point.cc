@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include "controller/campaign_io/trial_kind.h"
 #include "controller/search/kv_blocks.h"
 #include "controller/search/trial_outcomes.h"
 
@@ -39,7 +40,7 @@ std::optional<ChosenPoint> ChosenPointOf(const crest::v1::CampaignSpec& spec,
   int n = 0;
   double speed = 0;
   for (const auto& t : trials) {
-    if (t.model() != model || t.calibration() || t.rate_search() || !OkAndTrusted(t) ||
+    if (t.model() != model || !IsSearchRun(t) || !OkAndTrusted(t) ||
         t.parameters().max_batch_size() != answer->point) {
       continue;
     }

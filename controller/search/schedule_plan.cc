@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 
 #include "controller/campaign_io/spec_limits.h"
+#include "controller/campaign_io/trial_kind.h"
+#include "controller/search/fleet.h"
 #include "controller/search/kv_blocks.h"
 #include "controller/search/node_slot.h"
 #include "controller/search/rate_search.h"
@@ -30,6 +32,7 @@ crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& ca
   t.set_repeat(planned.repeat);
   t.set_calibration(planned.calibration);
   t.set_rate_search(planned.rate_search);
+  t.set_confirmation(planned.confirmation);
   *t.mutable_started() = now;
   return t;
 }
@@ -63,12 +66,45 @@ ModelPlan PlanRateSearch(const crest::v1::CampaignSpec& spec, const crest::v1::M
   return plan;
 }
 
+// A fleet's confirmation round: one run of `final_parameters` on each of
+// `fleet_nodes` that lacks one, as many at once as there are free nodes.
+// True while one is planned or waits for a node; once none does, `reason`
+// says how many nodes confirmed it.
+bool PlanConfirmations(const std::string& model, const std::vector<crest::v1::Trial>& trials,
+                       const crest::v1::TrialParameters& final_parameters,
+                       const std::vector<std::string>& fleet_nodes, size_t free_nodes,
+                       int max_attempts, ModelPlan* plan, std::string* reason) {
+  bool waiting = false;
+  size_t confirmed = 0;
+  for (const FleetNodeRuns& n : FleetNodes(trials, model, final_parameters, fleet_nodes)) {
+    if (n.confirmed) ++confirmed;
+    if (!NeedsConfirmation(n, max_attempts) ||
+        std::find(fleet_nodes.begin(), fleet_nodes.end(), n.node) == fleet_nodes.end()) {
+      continue;
+    }
+    waiting = true;
+    if (plan->trials.size() >= free_nodes) continue;
+    PlannedTrial t;
+    t.parameters = final_parameters;
+    t.attempt = n.confirmations + 1;
+    t.confirmation = true;
+    t.only_on = {n.node};
+    plan->trials.push_back(std::move(t));
+  }
+  if (!waiting) {
+    absl::StrAppend(reason, "; fleet: the final configuration confirmed on ", confirmed,
+                    confirmed == 1 ? " more node" : " more nodes");
+  }
+  return waiting;
+}
+
 }  // namespace
 
 ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
                     const ModelState& state, const std::vector<crest::v1::Trial>& trials,
                     const SearchStrategy& strategy, int running, size_t free_nodes,
-                    int probe_failures, size_t node_slots) {
+                    int probe_failures, size_t node_slots,
+                    const std::vector<std::string>& fleet_nodes) {
   ModelPlan plan;
   if (state.done) {
     plan.finished = running == 0;
@@ -95,7 +131,7 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
     t.repeat = repeat;
     t.attempt = static_cast<uint32_t>(attempt);
     for (const auto& done : trials) {
-      if (done.model() == model.name() && !done.calibration() && !done.rate_search() &&
+      if (done.model() == model.name() && IsSearchRun(done) &&
           done.status() == crest::v1::TRIAL_OK &&
           done.parameters().max_batch_size() == t.parameters.max_batch_size()) {
         t.measured_on.push_back(done.node());
@@ -147,10 +183,10 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
   if (running > 0) return plan;
   std::string reason = decision.reason;
   std::optional<ChosenPoint> chosen = ChosenPointOf(spec, model.name(), state, trials);
+  std::optional<crest::v1::CalibrationReport> calibration;
   if (chosen && spec.calibrate()) {
-    crest::v1::CalibrationReport calibration =
-        EvaluateCalibration(spec, model.name(), trials, *chosen);
-    if (calibration.outcome() == "pending") {
+    calibration = EvaluateCalibration(spec, model.name(), trials, *chosen);
+    if (calibration->outcome() == "pending") {
       auto cal_slots = RepeatOutcomes(trials, model.name(), /*calibration=*/true, max_attempts);
       // A flagged repeat is made up by the next, as the verdict counts.
       for (const auto& [r, outcome] :
@@ -171,13 +207,17 @@ ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelS
       }
       return plan;
     }
-    absl::StrAppend(&reason, "; calibration ", calibration.outcome(), ": ", calibration.reason());
-    if (spec.has_rate_search()) {
-      return PlanRateSearch(spec, model, trials, *chosen, &calibration, free_nodes,
-                            std::move(reason), plan);
-    }
-  } else if (chosen && spec.has_rate_search()) {
-    return PlanRateSearch(spec, model, trials, *chosen, nullptr, free_nodes, std::move(reason),
+    absl::StrAppend(&reason, "; calibration ", calibration->outcome(), ": ", calibration->reason());
+  }
+  const crest::v1::CalibrationReport* verdict = calibration ? &*calibration : nullptr;
+  if (chosen && model.fleet() &&
+      PlanConfirmations(model.name(), trials,
+                        FinalConfigOf(spec, *chosen, verdict, trials, model.name()).parameters,
+                        fleet_nodes, free_nodes, max_attempts, &plan, &reason)) {
+    return plan;
+  }
+  if (chosen && spec.has_rate_search()) {
+    return PlanRateSearch(spec, model, trials, *chosen, verdict, free_nodes, std::move(reason),
                           plan);
   }
   plan.done_reason = std::move(reason);
@@ -272,6 +312,10 @@ std::vector<std::string> AssignNodes(const crest::v1::CampaignSpec& spec,
   std::vector<bool> taken(free_nodes.size(), false);
   for (const PlannedTrial& t : trials) {
     auto accepts = [&](const std::string& node) {
+      if (!t.only_on.empty() &&
+          std::find(t.only_on.begin(), t.only_on.end(), node) == t.only_on.end()) {
+        return false;
+      }
       return std::any_of(agents.begin(), agents.end(), [&](const crest::v1::AgentInfo& a) {
         return a.node_name() == node && RefusalAt(a, spec, t.parameters.max_batch_size()).empty();
       });

@@ -30,6 +30,9 @@ struct PlannedTrial {
   bool calibration = false;
   // A run of the rate search: it reuses the daemon of the run before it.
   bool rate_search = false;
+  // A fleet's confirmation: the final configuration on a node the search did
+  // not measure it on.
+  bool confirmation = false;
   uint32_t attempt = 1;
   // Nodes that measured this point already: a repeat goes to another node
   // when one is free, so that a final answer is confirmed on a second node.
@@ -37,6 +40,8 @@ struct PlannedTrial {
   // Nodes to run on first when one is free: a calibration runs where its
   // answer was measured, so that before and after compare on one node.
   std::vector<std::string> prefer_on;
+  // When set, the only nodes it may run on (a confirmation's node).
+  std::vector<std::string> only_on;
 };
 
 struct ModelPlan {
@@ -62,10 +67,13 @@ crest::v1::Trial StartedTrial(const PlannedTrial& planned, const std::string& ca
 // `node_slots`: how many node_slots the model's eligible agents have, busy or not
 // (EligibleNodeSlots): a round of the search proposes at most that many points
 // and at most `parallel`, so that one round is measured at once.
+// `fleet_nodes`: the ready eligible nodes of a fleet model (ModelSpec.fleet),
+// each confirmed at the final configuration once the search is over.
 ModelPlan PlanModel(const crest::v1::CampaignSpec& spec, const crest::v1::ModelSpec& model,
                     const ModelState& state, const std::vector<crest::v1::Trial>& trials,
                     const SearchStrategy& strategy, int running, size_t free_nodes,
-                    int probe_failures, size_t node_slots = std::numeric_limits<size_t>::max());
+                    int probe_failures, size_t node_slots = std::numeric_limits<size_t>::max(),
+                    const std::vector<std::string>& fleet_nodes = {});
 
 // The node_slots of the ready agents `model` may use, busy or not: their slots,
 // or their nodes when the model is exclusive (one job per node).

@@ -7,6 +7,7 @@
 
 #include "common/mindie_limits.h"
 #include "controller/campaign_io/spec_limits.h"
+#include "controller/campaign_io/trial_kind.h"
 #include "controller/search/calibration.h"
 #include "controller/search/kv_blocks.h"
 #include "controller/store.h"
@@ -20,7 +21,10 @@ std::map<RepeatKey, RepeatOutcome> RepeatOutcomes(const std::vector<Trial>& tria
                                                   int max_attempts) {
   std::map<RepeatKey, RepeatOutcome> outcomes;
   for (const auto& t : trials) {
-    if (t.model() != model || t.calibration() != calibration || t.rate_search()) continue;
+    if (t.model() != model || t.calibration() != calibration || t.rate_search() ||
+        t.confirmation()) {
+      continue;
+    }
     RepeatOutcome& s = outcomes[{t.parameters().max_batch_size(), t.repeat()}];
     ++s.attempts;
     switch (t.status()) {
@@ -169,8 +173,7 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
                                             const std::string& model) {
   std::map<int64_t, std::vector<const Trial*>> by_point;
   for (const auto& t : trials) {
-    if (t.model() == model && !t.calibration() && !t.rate_search() &&
-        t.status() == crest::v1::TRIAL_OK) {
+    if (t.model() == model && IsSearchRun(t) && t.status() == crest::v1::TRIAL_OK) {
       by_point[t.parameters().max_batch_size()].push_back(&t);
     }
   }
@@ -227,7 +230,7 @@ std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
 uint32_t Rounds(const std::vector<Trial>& trials, const std::string& model) {
   std::vector<const Trial*> mine;
   for (const auto& t : trials) {
-    if (t.model() == model && !t.calibration() && !t.rate_search()) mine.push_back(&t);
+    if (t.model() == model && IsSearchRun(t)) mine.push_back(&t);
   }
   auto before = [](const google::protobuf::Timestamp& a, const google::protobuf::Timestamp& b) {
     return a.seconds() < b.seconds() || (a.seconds() == b.seconds() && a.nanos() <= b.nanos());
