@@ -240,11 +240,12 @@ void CampaignManager::PredictFromPrior(Run& run, const std::string& model) {
   absl::StatusOr<std::string> share = PriorShareDir(options_);
   // This campaign's daemon's capacity when it reported one, else the prior's.
   const int64_t blocks = ms.npu_block_num > 0 ? ms.npu_block_num : ms.prior_block_num;
-  absl::StatusOr<int64_t> peak =
+  absl::StatusOr<PriorPrediction> peak =
       share.ok() ? PredictPeak(ms.prior_profile, spec, blocks, space.lo, space.hi, *share)
-                 : absl::StatusOr<int64_t>(share.status());
-  if (peak.ok() && *peak > 0) {
-    ms.prior_peak = *peak;
+                 : absl::StatusOr<PriorPrediction>(share.status());
+  if (peak.ok() && peak->peak > 0) {
+    ms.prior_peak = peak->peak;
+    ms.prior_curve = std::move(peak->curve);
     spdlog::info("campaign {} model {}: {} predicts the peak at maxBatchSize {} (npuBlockNum {})",
                  run.stored.campaign.id(), model, ms.prior_source, ms.prior_peak, blocks);
   } else {

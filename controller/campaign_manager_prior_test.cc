@@ -112,6 +112,18 @@ client: {request_count: 2000}
   auto report = manager_->Report(c->id());
   CREST_ASSERT_OK(report);
   EXPECT_EQ(report->models(0).strategy(), "warm-start");
+  // The predicted curve, for the report to draw beside the measured one.
+  ASSERT_GE(report->models(0).predicted_size(), 10);
+  EXPECT_EQ(report->models(0).predicted_source(), view->models(0).prior_source());
+  double predicted_best = 0;
+  int64_t predicted_at = 0;
+  for (const auto& p : report->models(0).predicted()) {
+    if (p.generate_speed() > predicted_best) {
+      predicted_best = p.generate_speed();
+      predicted_at = p.max_batch_size();
+    }
+  }
+  EXPECT_EQ(predicted_at, peak);
   EXPECT_THAT(report->models(0).best().basis(), StartsWith("prior"));
   EXPECT_THAT(report->models(0).best().basis_reason(), HasSubstr(absl::StrCat("campaign ", first)));
 

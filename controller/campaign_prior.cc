@@ -88,16 +88,20 @@ absl::StatusOr<PriorFit> FitPrior(const crest::v1::CampaignReport& prior_report,
   return out;
 }
 
-absl::StatusOr<int64_t> PredictPeak(const std::string& profile_json,
-                                    const crest::v1::CampaignSpec& spec, int64_t npu_block_num,
-                                    int64_t lo, int64_t hi, const std::string& share_dir) {
+absl::StatusOr<PriorPrediction> PredictPeak(const std::string& profile_json,
+                                            const crest::v1::CampaignSpec& spec,
+                                            int64_t npu_block_num, int64_t lo, int64_t hi,
+                                            const std::string& share_dir) {
   CREST_ASSIGN_OR_RETURN(sim::Profile profile, sim::ParseProfile(profile_json));
   CREST_ASSIGN_OR_RETURN(WorkloadShape shape, ShapeOf(spec, share_dir));
   CREST_ASSIGN_OR_RETURN(sim::FitWorkload w, FitWorkloadOf(profile, shape));
   w.npu_block_num = npu_block_num;
   CREST_ASSIGN_OR_RETURN(sim::PredictedCurve curve,
                          sim::PredictCurve(profile, w, static_cast<int>(lo), static_cast<int>(hi)));
-  return curve.peak_max_batch_size;
+  PriorPrediction out;
+  out.peak = curve.peak_max_batch_size;
+  for (const auto& [b, speed] : curve.curve) out.curve.emplace_back(b, speed);
+  return out;
 }
 
 }  // namespace crest::controller

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -37,12 +39,18 @@ absl::StatusOr<PriorFit> FitPrior(const crest::v1::CampaignReport& prior_report,
                                   const crest::v1::CampaignSpec& prior_spec,
                                   const crest::v1::ModelSpec& model, const std::string& share_dir);
 
-// The maxBatchSize in [lo, hi] whose noise-free GenerateSpeed under the
-// fitted profile is highest for `spec`'s workload with `npu_block_num` KV
-// blocks. FAILED_PRECONDITION when `spec`'s workload is not one the fit
-// can play (another dataset, rate mode).
-absl::StatusOr<int64_t> PredictPeak(const std::string& profile_json,
-                                    const crest::v1::CampaignSpec& spec, int64_t npu_block_num,
-                                    int64_t lo, int64_t hi, const std::string& share_dir);
+struct PriorPrediction {
+  int64_t peak = 0;                               // maxBatchSize
+  std::vector<std::pair<int64_t, double>> curve;  // maxBatchSize -> GenerateSpeed
+};
+
+// The noise-free curve over [lo, hi] of the fitted profile for `spec`'s
+// workload with `npu_block_num` KV blocks, and the maxBatchSize where it
+// peaks. FAILED_PRECONDITION when `spec`'s workload is not one the fit can
+// play (another dataset, rate mode).
+absl::StatusOr<PriorPrediction> PredictPeak(const std::string& profile_json,
+                                            const crest::v1::CampaignSpec& spec,
+                                            int64_t npu_block_num, int64_t lo, int64_t hi,
+                                            const std::string& share_dir);
 
 }  // namespace crest::controller

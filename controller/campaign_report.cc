@@ -117,6 +117,14 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
     if (ms != stored.models.end() && !ms->second.prior_note.empty()) {
       report.add_warnings(absl::StrCat(m.name(), ": ", ms->second.prior_note));
     }
+    if (ms != stored.models.end() && !ms->second.prior_curve.empty()) {
+      for (const auto& [b, speed] : ms->second.prior_curve) {
+        auto* p = mr->add_predicted();
+        p->set_max_batch_size(b);
+        p->set_generate_speed(speed);
+      }
+      mr->set_predicted_source(ms->second.prior_source);
+    }
     for (const auto& t : stored.trials) {
       if (t.model() == m.name()) *mr->add_trials() = t;
     }

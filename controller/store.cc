@@ -81,6 +81,7 @@ std::string ModelStateToJson(const ModelState& m) {
     j["prior_block_num"] = m.prior_block_num;
     j["prior_peak"] = m.prior_peak;
     j["prior_note"] = m.prior_note;
+    j["prior_curve"] = m.prior_curve;
   }
   return j.dump();
 }
@@ -98,6 +99,14 @@ ModelState ModelStateFromJson(const std::string& text) {
   m.prior_block_num = j.value("prior_block_num", int64_t{0});
   m.prior_peak = j.value("prior_peak", int64_t{0});
   m.prior_note = j.value("prior_note", std::string());
+  if (auto it = j.find("prior_curve"); it != j.end() && it->is_array()) {
+    for (const auto& point : *it) {
+      if (point.is_array() && point.size() == 2 && point[0].is_number_integer() &&
+          point[1].is_number()) {
+        m.prior_curve.emplace_back(point[0].get<int64_t>(), point[1].get<double>());
+      }
+    }
+  }
   return m;
 }
 

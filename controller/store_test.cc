@@ -57,6 +57,7 @@ TEST(Store, RoundTripsEverything) {
     ms.prior_source = "campaign c0's fit";
     ms.prior_block_num = 2000;
     ms.prior_peak = 412;
+    ms.prior_curve = {{400, 2900.5}, {412, 2950.25}};
     b.models.push_back({{"c1", "m"}, ms});
     b.tuned.emplace_back("c1", "n1");
     b.tuned.emplace_back("c1", "n2");
@@ -85,6 +86,8 @@ TEST(Store, RoundTripsEverything) {
   EXPECT_EQ(c.models.at("m").prior_source, "campaign c0's fit");
   EXPECT_EQ(c.models.at("m").prior_block_num, 2000);
   EXPECT_EQ(c.models.at("m").prior_peak, 412);
+  EXPECT_EQ(c.models.at("m").prior_curve,
+            (std::vector<std::pair<int64_t, double>>{{400, 2900.5}, {412, 2950.25}}));
   EXPECT_THAT(c.tuned, ::testing::ElementsAre("n1", "n2"));
   EXPECT_THAT(c.restored, ::testing::ElementsAre("n2"));
   ASSERT_EQ(snap->agents.size(), 1u);

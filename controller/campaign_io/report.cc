@@ -238,6 +238,14 @@ nlohmann::json ReportToJson(const crest::v1::CampaignReport& report) {
             {{"node", n.node()}, {"factor", n.factor()}, {"sharedRuns", n.shared_runs()}});
       }
     }
+    if (m.predicted_size() > 0) {
+      jm["predicted"] = nlohmann::json::array();
+      for (const auto& p : m.predicted()) {
+        jm["predicted"].push_back(
+            {{"maxBatchSize", p.max_batch_size()}, {"GenerateSpeed", p.generate_speed()}});
+      }
+      jm["predictedSource"] = m.predicted_source();
+    }
     if (m.fleet_size() > 0) {
       jm["fleet"] = nlohmann::json::array();
       for (const auto& f : m.fleet()) {

@@ -80,6 +80,7 @@ white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85rem}
 .sw{display:inline-block;width:.8rem;height:.8rem;vertical-align:middle;margin-right:.25rem}
 svg text{font:12px system-ui,sans-serif;fill:#57606a}svg .axis{stroke:#8c959f}
 svg .grid{stroke:#eaeef2}svg .mean{fill:none;stroke:#0969da;stroke-width:2}
+svg .predicted{fill:none;stroke:#57606a;stroke-width:1.5;stroke-dasharray:6 4}
 svg .pt{fill:#0969da;stroke:#fff;stroke-width:1}svg .pt.cal{fill:#8250df}
 svg .err{stroke:#0969da;stroke-width:1.5}svg .bad-region{fill:#cf222e;fill-opacity:.09}
 svg .x{stroke:#cf222e;stroke-width:2}svg .peak{fill:none;stroke:#bf8700;stroke-width:2.5}
@@ -116,6 +117,11 @@ ModelData Analyse(const crest::v1::ModelReport& m, int64_t practice) {
   }
   if (practice > 0) xs.push_back(practice);
   if (xs.empty()) return d;
+  // The predicted curve widens the plot to its own range.
+  for (const auto& p : m.predicted()) {
+    xs.push_back(p.max_batch_size());
+    d.y_max = std::max(d.y_max, p.generate_speed());
+  }
   d.x_lo = *std::min_element(xs.begin(), xs.end());
   d.x_hi = *std::max_element(xs.begin(), xs.end());
   return d;
@@ -183,6 +189,16 @@ std::string CurveSvg(const crest::v1::ModelReport& m, const ModelData& d, int64_
   }
   if (line.size() > 1) {
     absl::StrAppend(&s, R"(<polyline class="mean" points=")", absl::StrJoin(line, " "), "\"/>");
+  }
+  // search.prior's prediction, dashed, beside what was measured.
+  if (m.predicted_size() > 1) {
+    std::vector<std::string> predicted;
+    for (const auto& p : m.predicted()) {
+      predicted.push_back(absl::StrFormat("%.1f,%.1f", sx(static_cast<double>(p.max_batch_size())),
+                                          sy(p.generate_speed())));
+    }
+    absl::StrAppend(&s, R"(<polyline class="predicted" points=")", absl::StrJoin(predicted, " "),
+                    "\"><title>predicted by ", Esc(m.predicted_source()), "</title></polyline>");
   }
   // Practice's answer and Crest's peak.
   if (practice > 0) {
@@ -400,6 +416,9 @@ std::string ReportToHtml(const HtmlReportInput& in) {
           R"(<figcaption><span class="legend"><span><span class="sw" style="background:#0969da"></span>trial (line: mean per point, bars: spread over repeats)</span><span><span class="sw" style="background:#8250df"></span>calibration</span><span><span class="sw" style="border:2px solid #bf8700;border-radius:50%"></span>Crest's peak</span>)",
           practice > 0
               ? R"(<span><span class="sw" style="border-top:2px dashed #1a7f37"></span>the practice's answer</span>)"
+              : "",
+          m.predicted_size() > 1
+              ? R"(<span><span class="sw" style="border-top:2px dashed #57606a"></span>predicted (search.prior)</span>)"
               : "",
           R"(<span><span class="sw" style="background:#f6d5d8"></span>infeasible / failed / preempting</span></span></figcaption></figure>)");
     }

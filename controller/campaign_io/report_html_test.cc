@@ -61,6 +61,30 @@ TEST(ReportHtml, AnUntrustedBestIsNoRecommendationAndTheWarningsShow) {
   EXPECT_THAT(Render(true), Not(HasSubstr("class=\"warning\"")));
 }
 
+TEST(ReportHtml, DrawsAPredictedCurveBesideTheMeasuredOne) {
+  EXPECT_THAT(Render(true), Not(HasSubstr(R"(class="predicted")")));
+  crest::v1::Campaign campaign = testing::SampleCampaign();
+  HtmlReportInput in;
+  in.report = testing::SampleReport();
+  in.campaign = &campaign;
+  auto* m = in.report.mutable_models(0);
+  for (const auto& [b, speed] : std::vector<std::pair<int64_t, double>>{
+           {400, 2700}, {450, 2900}, {500, 3000}, {550, 2950}, {1200, 2100}}) {
+    auto* p = m->add_predicted();
+    p->set_max_batch_size(b);
+    p->set_generate_speed(speed);
+  }
+  m->set_predicted_source("campaign c1's fit");
+  const std::string html = ReportToHtml(in);
+  EXPECT_EQ(
+      Count(html, R"(<polyline class="predicted" points="([0-9.]+,[0-9.]+ ){4}[0-9.]+,[0-9.]+">)"),
+      1);
+  EXPECT_THAT(html, HasSubstr("<title>predicted by campaign c1&#39;s fit</title>"));
+  EXPECT_THAT(html, HasSubstr("predicted (search.prior)"));
+  // Its range widens the plot: 1200 is an x tick's neighbourhood now.
+  EXPECT_THAT(html, HasSubstr(">1200<"));
+}
+
 TEST(ReportHtml, MarksThePracticesAnswerWhenKnown) {
   const std::string html = Render(true, {{"LLaMa3-8B", 435}});
   EXPECT_EQ(Count(html, R"(<line class="practice")"), 1);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/v1/controller.pb.h"
@@ -28,6 +29,8 @@ struct ModelState {
   // why it predicts none, and the search starts cold.
   int64_t prior_peak = 0;
   std::string prior_note;
+  // The predicted curve: maxBatchSize -> noise-free GenerateSpeed.
+  std::vector<std::pair<int64_t, double>> prior_curve;
 };
 
 // One model of one campaign: the key of per-model state.

@@ -146,6 +146,10 @@ client: {request_count: 300, max_output_len: 64}
   const nlohmann::json warm_report = Report(warm_id);
   const auto& warm = Model(warm_report, "LLaMa3-8B");
   EXPECT_EQ(warm["strategy"], "warm-start") << warm.dump(2);
+  // The prediction, for the HTML report to draw beside the measured curve.
+  EXPECT_GE(warm["predicted"].size(), 10u) << warm.dump(2);
+  EXPECT_THAT(warm["predictedSource"].get<std::string>(),
+              HasSubstr(absl::StrCat("campaign ", id, "'s fit")));
   ASSERT_FALSE(warm["best"].is_null()) << warm.dump(2);
   const std::string basis = warm["best"]["basis"];
   EXPECT_THAT(basis, ::testing::StartsWith("prior")) << warm["best"].dump(2);
