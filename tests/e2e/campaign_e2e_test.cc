@@ -186,6 +186,53 @@ client: {request_count: 400, max_output_len: 64}
   }
 }
 
+TEST_F(CampaignE2e, AFleetSearchesOnOneNodeAndConfirmsTheAnswerOnTheOthers) {
+  std::string a1 = StartAgent("node-1", "LLaMa3-8B", "", 40);
+  std::string a2 = StartAgent("node-2", "LLaMa3-8B", "", 40);
+  std::string a3 = StartAgent("node-3", "LLaMa3-8B", "", 40);
+  StartController(dir_.File("ctl"), absl::StrCat("node-1=", a1, ",node-2=", a2, ",node-3=", a3));
+  for (const char* n : {"node-1", "node-2", "node-3"}) {
+    ASSERT_TRUE(controller_->WaitForLine(absl::StrCat("agent ", n, " at"), kStartup).ok());
+  }
+  std::string id = Submit(R"(name: fleet
+models: [{name: LLaMa3-8B, nodes: [node-1, node-2, node-3], parallel: 1, fleet: true}]
+search: {strategy: practice, range: [100, 300], initial: 100, tolerance: 0.5}
+client: {request_count: 400, max_output_len: 64}
+)");
+  CommandResult watch = Watch(id);
+  ASSERT_EQ(watch.code, 0) << watch.output;
+  nlohmann::json report = Report(id);
+  const auto& m = Model(report, "LLaMa3-8B");
+  ASSERT_FALSE(m["best"].is_null()) << m.dump(2);
+  const int64_t best = m["best"]["maxBatchSize"];
+  std::set<std::string> search_nodes, confirmed_on;
+  for (const auto& t : m["trials"]) {
+    if (t["confirmation"].get<bool>()) {
+      EXPECT_EQ(t["maxBatchSize"], best) << t.dump();
+      EXPECT_EQ(t["status"], "ok") << t.dump();
+      confirmed_on.insert(t["node"].get<std::string>());
+    } else {
+      search_nodes.insert(t["node"].get<std::string>());
+    }
+  }
+  // One node searched (parallel 1); each other node ran the answer once.
+  ASSERT_EQ(search_nodes.size(), 1u) << m.dump(2);
+  EXPECT_EQ(confirmed_on.size(), 2u) << m.dump(2);
+  EXPECT_EQ(confirmed_on.count(*search_nodes.begin()), 0u);
+  ASSERT_EQ(m["fleet"].size(), 3u) << m.dump(2);
+  EXPECT_EQ(m["fleet"][0]["node"], *search_nodes.begin());
+  EXPECT_TRUE(m["fleet"][0]["searched"].get<bool>());
+  for (const auto& f : m["fleet"]) {
+    EXPECT_GT(f["GenerateSpeed"].get<double>(), 0) << f.dump();
+    EXPECT_EQ(f["runs"], 1) << f.dump();
+    // Alike simulated nodes: the same figure within the real-time noise.
+    EXPECT_NEAR(f["ratio"].get<double>(), 1, 0.3) << f.dump();
+  }
+  CommandResult table = Cli({"campaign", "report", id});
+  EXPECT_THAT(table.output, HasSubstr("fleet, at the final configuration:")) << table.output;
+  EXPECT_THAT(table.output, HasSubstr("(confirmed)")) << table.output;
+}
+
 TEST_F(CampaignE2e, BadSpecsAndBadFlagsGetClearErrors) {
   StartController(dir_.File("ctl"));
   std::string bad = dir_.File("bad.yaml");
