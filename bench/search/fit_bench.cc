@@ -359,9 +359,9 @@ std::string FleetTable(const std::vector<Row>& rows, std::string* targets) {
     absl::StrAppendFormat(
         targets,
         "  %s of %zu: wall-clock %.2f of the independent searches' (median; <= %.2f: %s), "
-        "found/peak %.2f points below theirs (median; <= %.1f: %s)\n",
+        "found/peak %+.2f points against theirs (median; >= %+.1f: %s)\n",
         what, kFleetNodes, ratio, kFleetWallClockTarget, verdict(ratio <= kFleetWallClockTarget),
-        100 * loss, 100 * kFleetQualityMargin, verdict(loss <= kFleetQualityMargin));
+        -100 * loss, -100 * kFleetQualityMargin, verdict(loss <= kFleetQualityMargin));
   };
   fleet_line("fleet, warm-started,", warm_ratios, warm_losses);
   fleet_line("fleet, from nothing,", fleet_ratios, fleet_losses);
