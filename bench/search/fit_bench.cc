@@ -326,8 +326,8 @@ std::string FleetTable(const std::vector<Row>& rows, std::string* targets) {
       "nodes, median / worst over the seeds.\n\n",
       kFleetNodes, kFleetSearchNodes);
   absl::StrAppendFormat(&text,
-                        "| case | wall-clock: independent \| fleet \| warm fleet | fleet / "
-                        "independent | found/peak: independent \| fleet \| warm fleet "
+                        "| case | wall-clock: independent \\| fleet \\| warm fleet | fleet / "
+                        "independent | found/peak: independent \\| fleet \\| warm fleet "
                         "|\n|---|---|---|---|---|\n");
   std::vector<double> fleet_ratios, fleet_losses, warm_ratios, warm_losses;
   for (const Row& r : rows) {
@@ -346,7 +346,7 @@ std::string FleetTable(const std::vector<Row>& rows, std::string* targets) {
     }
     const double ratio = crest::bench::Quantile(fleet_s, 0.5) / crest::bench::Quantile(ind_s, 0.5);
     absl::StrAppendFormat(
-        &text, "| %s | %.0f s \| %.0f s \| %.0f s | %.2f | %s \| %s \| %s |\n", r.label.c_str(),
+        &text, "| %s | %.0f s \\| %.0f s \\| %.0f s | %.2f | %s \\| %s \\| %s |\n", r.label.c_str(),
         crest::bench::Quantile(ind_s, 0.5), crest::bench::Quantile(fleet_s, 0.5),
         crest::bench::Quantile(warm_s, 0.5), ratio, crest::bench::MedianWorst(ind_q).c_str(),
         crest::bench::MedianWorst(fleet_q).c_str(), crest::bench::MedianWorst(warm_q).c_str());

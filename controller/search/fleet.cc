@@ -1,6 +1,7 @@
 #include "controller/search/fleet.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -21,7 +22,9 @@ std::vector<FleetNodeRuns> FleetNodes(const std::vector<crest::v1::Trial>& trial
     auto it = std::find_if(out.begin(), out.end(),
                            [&](const FleetNodeRuns& n) { return n.node == node; });
     if (it != out.end()) return *it;
-    out.push_back({.node = node});
+    FleetNodeRuns added;
+    added.node = node;
+    out.push_back(std::move(added));
     return out.back();
   };
   for (const std::string& n : nodes) at(n);
