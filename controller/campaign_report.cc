@@ -24,9 +24,8 @@ void AddAfterSearch(const StoredCampaign& stored, const crest::v1::ModelSpec& mo
   const auto& spec = stored.campaign.spec();
   const std::string& model = model_spec.name();
   if (!spec.calibrate() && !spec.has_rate_search() && !model_spec.fleet()) return;
-  auto ms = stored.models.find(model);
-  std::optional<ChosenPoint> chosen = ChosenPointOf(
-      spec, model, ms == stored.models.end() ? ModelState{} : ms->second, stored.trials);
+  std::optional<ChosenPoint> chosen =
+      ChosenPointOf(spec, model, ModelStateOf(stored, model), stored.trials);
   if (!chosen) return;
   std::optional<crest::v1::CalibrationReport> calibration;
   if (spec.calibrate()) {
@@ -110,20 +109,16 @@ crest::v1::CampaignReport BuildReport(const StoredCampaign& stored) {
       }
     }
     mr->set_rounds(Rounds(stored.trials, m.name()));
-    auto ms = stored.models.find(m.name());
-    mr->set_strategy(ModelStrategy(stored.campaign.spec().search().strategy(),
-                                   ms == stored.models.end() ? ModelState{} : ms->second)
-                         ->Name());
-    if (ms != stored.models.end() && !ms->second.prior_note.empty()) {
-      report.add_warnings(absl::StrCat(m.name(), ": ", ms->second.prior_note));
-    }
-    if (ms != stored.models.end() && !ms->second.prior_curve.empty()) {
-      for (const auto& [b, speed] : ms->second.prior_curve) {
+    const ModelState ms = ModelStateOf(stored, m.name());
+    mr->set_strategy(ModelStrategy(stored.campaign.spec().search().strategy(), ms)->Name());
+    if (!ms.prior_note.empty()) report.add_warnings(absl::StrCat(m.name(), ": ", ms.prior_note));
+    if (!ms.prior_curve.empty()) {
+      for (const auto& [b, speed] : ms.prior_curve) {
         auto* p = mr->add_predicted();
         p->set_max_batch_size(b);
         p->set_generate_speed(speed);
       }
-      mr->set_predicted_source(ms->second.prior_source);
+      mr->set_predicted_source(ms.prior_source);
     }
     for (const auto& t : stored.trials) {
       if (t.model() == m.name()) *mr->add_trials() = t;

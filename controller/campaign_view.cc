@@ -46,8 +46,7 @@ crest::v1::Campaign CampaignView(
   for (const auto& m : spec.models()) {
     auto* mp = c.add_models();
     mp->set_model(m.name());
-    auto ms_it = stored.models.find(m.name());
-    ModelState ms = ms_it == stored.models.end() ? ModelState{} : ms_it->second;
+    const ModelState ms = ModelStateOf(stored, m.name());
     uint32_t done = 0;
     uint32_t failed = 0;
     uint32_t interrupted = 0;

@@ -2,6 +2,11 @@
 
 namespace crest::controller {
 
+ModelState ModelStateOf(const StoredCampaign& stored, const std::string& model) {
+  auto it = stored.models.find(model);
+  return it == stored.models.end() ? ModelState{} : it->second;
+}
+
 bool IsFinal(crest::v1::TrialStatus status) {
   switch (status) {
     case crest::v1::TRIAL_OK:

@@ -47,6 +47,9 @@ struct StoredCampaign {
   std::set<std::string> restored;  // of those, the ones restored already
 };
 
+// `model`'s recorded search state in `stored`; the empty state before any.
+ModelState ModelStateOf(const StoredCampaign& stored, const std::string& model);
+
 bool IsFinal(crest::v1::TrialStatus status);
 bool IsFinal(crest::v1::CampaignState state);
 

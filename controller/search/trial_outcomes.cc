@@ -204,9 +204,8 @@ std::optional<crest::v1::BestConfig> BestOf(const std::vector<Trial>& trials,
 std::optional<crest::v1::BestConfig> ChosenBest(const StoredCampaign& stored,
                                                 const std::string& model) {
   const auto& spec = stored.campaign.spec();
-  auto ms = stored.models.find(model);
-  std::optional<ChosenPoint> chosen = ChosenPointOf(
-      spec, model, ms == stored.models.end() ? ModelState{} : ms->second, stored.trials);
+  std::optional<ChosenPoint> chosen =
+      ChosenPointOf(spec, model, ModelStateOf(stored, model), stored.trials);
   // The strategy answers from trusted runs only; without one (every run
   // flagged, or none finished yet) the fastest point stands in, marked.
   if (!chosen) return BestOf(stored.trials, model);
