@@ -11,6 +11,7 @@
 #include "common/paths.h"
 #include "common/status.h"
 #include "controller/campaign_io/batch_fill.h"
+#include "controller/campaign_io/report.h"
 #include "controller/campaign_io/spec_validator.h"
 #include "controller/campaign_prior.h"
 #include "controller/campaign_report.h"
@@ -204,7 +205,7 @@ absl::StatusOr<std::map<std::string, ModelState>> CampaignManager::FitPriors(
   // The fits play virtual-time benchmarks: outside the lock.
   absl::StatusOr<std::string> share = PriorShareDir(options_);
   if (!share.ok()) return share.status();
-  const crest::v1::CampaignReport report = BuildReport(stored);
+  const nlohmann::json report = ReportToJson(BuildReport(stored));
   std::vector<std::string> cold;
   for (const auto& model : spec.models()) {
     absl::StatusOr<PriorFit> fit = FitPrior(report, stored.campaign.spec(), model, *share);

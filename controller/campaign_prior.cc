@@ -2,11 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 
 #include "common/status.h"
 #include "controller/campaign_io/fit_workload.h"
-#include "controller/campaign_io/report.h"
 #include "controller/campaign_io/report_runs.h"
 #include "sim/profile.h"
 #include "sim/profile_fit.h"
@@ -56,10 +54,10 @@ absl::StatusOr<sim::Profile> StartOf(const crest::v1::ModelSpec& model,
 
 }  // namespace
 
-absl::StatusOr<PriorFit> FitPrior(const crest::v1::CampaignReport& prior_report,
+absl::StatusOr<PriorFit> FitPrior(const nlohmann::json& prior_report,
                                   const crest::v1::CampaignSpec& prior_spec,
                                   const crest::v1::ModelSpec& model, const std::string& share_dir) {
-  CREST_ASSIGN_OR_RETURN(ReportRuns runs, RunsOfReport(ReportToJson(prior_report), model.name()));
+  CREST_ASSIGN_OR_RETURN(ReportRuns runs, RunsOfReport(prior_report, model.name()));
   CREST_ASSIGN_OR_RETURN(WorkloadShape shape, ShapeOf(prior_spec, share_dir));
   CREST_ASSIGN_OR_RETURN(sim::Profile start, StartOf(model, share_dir));
   CREST_ASSIGN_OR_RETURN(sim::FitWorkload w, FitWorkloadOf(start, shape));
@@ -80,7 +78,7 @@ absl::StatusOr<PriorFit> FitPrior(const crest::v1::CampaignReport& prior_report,
   out.profile_json = sim::ProfileJson(fit.profile).dump();
   out.npu_block_num = runs.npu_block_num;
   out.source = absl::StrFormat(
-      "campaign %s's fit (%s from %d trusted runs at %d points%s)", prior_report.id(), start.name,
+      "campaign %s's fit (%s from %d trusted runs at %d points%s)", runs.campaign, start.name,
       runs.trusted_runs, runs.points.size(),
       fit.timing.leave_one_out_rms
           ? absl::StrFormat(", leave-one-out error %.1f%%", 100 * *fit.timing.leave_one_out_rms)

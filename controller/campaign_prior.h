@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,12 +31,13 @@ struct PriorFit {
   int64_t npu_block_num = 0;  // what the prior's daemon reported
 };
 
-// `model` of `prior_report` (the prior campaign's report), run under
+// `model` of `prior_report` (the prior campaign's report, as ReportToJson
+// gives it: one conversion serves every model), run under
 // `prior_spec`, fitted from the shipped profile of `model` in
 // `share_dir`/profiles. FAILED_PRECONDITION / NOT_FOUND / INVALID_ARGUMENT
 // saying why the runs cannot support a fit, or one to trust (above
 // kMaxPriorFitError); the model's search then starts cold.
-absl::StatusOr<PriorFit> FitPrior(const crest::v1::CampaignReport& prior_report,
+absl::StatusOr<PriorFit> FitPrior(const nlohmann::json& prior_report,
                                   const crest::v1::CampaignSpec& prior_spec,
                                   const crest::v1::ModelSpec& model, const std::string& share_dir);
 
